@@ -1,0 +1,122 @@
+package models
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Payment is a row of payments: the local state machine of one payment.
+type Payment struct {
+	ID              int64 `gorm:"primaryKey"`
+	Provider        string
+	Account         string
+	ProviderID      string
+	State           State
+	Amount          int64
+	Currency        string
+	AmountRefunded  int64
+	SourceUpdatedAt *time.Time
+	CreatedAt       time.Time `gorm:"<-:false"`
+	UpdatedAt       time.Time `gorm:"<-:false"`
+}
+
+// TableName pins the contract's table name.
+func (Payment) TableName() string { return "payments" }
+
+// WebhookEvent is a row of webhook_events, unique on (source, event_id).
+type WebhookEvent struct {
+	ID          int64 `gorm:"primaryKey"`
+	Source      string
+	EventID     string
+	EventType   string
+	Payload     json.RawMessage `gorm:"type:jsonb"`
+	ReceivedAt  time.Time       `gorm:"<-:false"`
+	ClaimedAt   *time.Time
+	ProcessedAt *time.Time
+	Attempts    int
+	LastError   *string
+	Synthetic   bool
+	RunID       *int64
+}
+
+// TableName pins the contract's table name.
+func (WebhookEvent) TableName() string { return "webhook_events" }
+
+// Run statuses.
+const (
+	RunRunning     = "running"
+	RunSucceeded   = "succeeded"
+	RunFailed      = "failed"
+	RunInterrupted = "interrupted"
+)
+
+// Run triggers.
+const (
+	TriggerSchedule = "schedule"
+	TriggerManual   = "manual"
+	TriggerAPI      = "api"
+)
+
+// Run is a row of reconciliation_runs. WindowStart and WindowEnd hold the
+// window actually read, overlap included.
+type Run struct {
+	ID              int64 `gorm:"primaryKey"`
+	Provider        string
+	Account         string
+	WindowStart     time.Time
+	WindowEnd       time.Time
+	StartedAt       time.Time
+	FinishedAt      *time.Time
+	Status          string
+	Trigger         string
+	TriggeredBy     string
+	DryRun          bool
+	Examined        int64
+	InSync          int64
+	Repaired        int64
+	Refused         int64
+	Reported        int64
+	SyntheticEvents int64
+	APIRequests     int64
+	EventsRead      int64
+	Error           *string
+	Notes           json.RawMessage `gorm:"type:jsonb"`
+}
+
+// TableName pins the contract's table name.
+func (Run) TableName() string { return "reconciliation_runs" }
+
+// Drift kinds (DESIGN section 6).
+const (
+	KindMissingLocal  = "missing_local"
+	KindBehind        = "behind"
+	KindConflict      = "conflict"
+	KindStale         = "stale"
+	KindMismatch      = "mismatch"
+	KindUnknownStatus = "unknown_status"
+)
+
+// Drift actions.
+const (
+	ActionRepaired = "repaired"
+	ActionRefused  = "refused"
+	ActionReported = "reported"
+)
+
+// DriftItem is a row of drift_items: one thing a run repaired, refused or
+// reported about one payment.
+type DriftItem struct {
+	ID            int64 `gorm:"primaryKey"`
+	RunID         int64
+	Provider      string
+	ProviderID    string
+	Kind          string
+	Action        string
+	LocalState    *string
+	ProviderState *string
+	Detail        json.RawMessage `gorm:"type:jsonb"`
+	CreatedAt     time.Time       `gorm:"<-:false"`
+}
+
+// TableName pins the contract's table name.
+func (DriftItem) TableName() string { return "drift_items" }

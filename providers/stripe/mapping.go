@@ -1,0 +1,244 @@
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// PaymentIntentState maps a PaymentIntent status to a state (DESIGN section
+// 4). ok is false for a status the mapping does not know: it is reported as
+// unknown_status, never guessed.
+func PaymentIntentState(status string) (s models.State, ok bool) {
+	switch stripego.PaymentIntentStatus(status) {
+	case stripego.PaymentIntentStatusRequiresPaymentMethod,
+		stripego.PaymentIntentStatusRequiresConfirmation,
+		stripego.PaymentIntentStatusRequiresAction,
+		stripego.PaymentIntentStatusProcessing:
+		// payment_intent.payment_failed lands here too: on Stripe a failed
+		// attempt returns the intent to requires_payment_method, not final.
+		return models.StateCreated, true
+	case stripego.PaymentIntentStatusRequiresCapture:
+		return models.StateAuthorised, true
+	case stripego.PaymentIntentStatusSucceeded:
+		return models.StateCaptured, true
+	case stripego.PaymentIntentStatusCanceled:
+		return models.StateCanceled, true
+	}
+	return models.StateNone, false
+}
+
+func at(unix int64) time.Time { return time.Unix(unix, 0).UTC() }
+
+func piID(pi *stripego.PaymentIntent) string {
+	if pi == nil {
+		return ""
+	}
+	return pi.ID
+}
+
+// mapEvent turns one event into changes. A payout.paid event lists the
+// balance transactions it paid out (one list request per 100 charges).
+func (p *Provider) mapEvent(ctx context.Context, account string, ev *stripego.Event) ([]reconcile.Change, error) {
+	if ev.Data == nil {
+		return nil, fmt.Errorf("stripe event %s has no data", ev.ID)
+	}
+	t := at(ev.Created)
+	base := reconcile.Change{At: t, EventID: ev.ID, EventType: string(ev.Type)}
+	typ := string(ev.Type)
+	switch {
+	case strings.HasPrefix(typ, "payment_intent."):
+		var pi stripego.PaymentIntent
+		if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil {
+			return nil, fmt.Errorf("decode payment intent in event %s: %w", ev.ID, err)
+		}
+		return []reconcile.Change{piChange(base, &pi)}, nil
+
+	case typ == "charge.captured" || typ == "charge.refunded":
+		var ch stripego.Charge
+		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil {
+			return nil, fmt.Errorf("decode charge in event %s: %w", ev.ID, err)
+		}
+		c, ok := chargeChange(base, &ch)
+		if !ok {
+			return nil, nil
+		}
+		return []reconcile.Change{c}, nil
+
+	case typ == "charge.refund.updated":
+		var r stripego.Refund
+		if err := json.Unmarshal(ev.Data.Raw, &r); err != nil {
+			return nil, fmt.Errorf("decode refund in event %s: %w", ev.ID, err)
+		}
+		if r.Status != stripego.RefundStatusFailed && r.Status != stripego.RefundStatusCanceled {
+			return nil, nil
+		}
+		c := base
+		c.ProviderID = piID(r.PaymentIntent)
+		c.RawStatus = "refund_" + string(r.Status)
+		c.Revert = fmt.Sprintf("Refund %s of %d %s %s at Stripe after it was recorded; amount_refunded is never lowered.", r.ID, r.Amount, r.Currency, r.Status)
+		return keep(c), nil
+
+	case typ == "charge.dispute.closed":
+		var d stripego.Dispute
+		if err := json.Unmarshal(ev.Data.Raw, &d); err != nil {
+			return nil, fmt.Errorf("decode dispute in event %s: %w", ev.ID, err)
+		}
+		c := base
+		c.ProviderID = piID(d.PaymentIntent)
+		c.RawStatus = "dispute_" + string(d.Status)
+		switch d.Status {
+		case stripego.DisputeStatusLost:
+			c.State = models.StateChargeback
+		case stripego.DisputeStatusWon:
+			c.Revert = fmt.Sprintf("Dispute %s was won at Stripe, so the money came back.", d.ID)
+			c.RevertOnlyFrom = []models.State{models.StateChargeback}
+		case stripego.DisputeStatusWarningClosed:
+			return nil, nil
+		default:
+			c.Unknown = true
+		}
+		return keep(c), nil
+
+	case typ == "payout.paid":
+		var po stripego.Payout
+		if err := json.Unmarshal(ev.Data.Raw, &po); err != nil {
+			return nil, fmt.Errorf("decode payout in event %s: %w", ev.ID, err)
+		}
+		return p.payoutChanges(ctx, account, base, po.ID)
+	}
+	return nil, nil
+}
+
+func keep(c reconcile.Change) []reconcile.Change {
+	if c.ProviderID == "" {
+		return nil
+	}
+	return []reconcile.Change{c}
+}
+
+func piChange(base reconcile.Change, pi *stripego.PaymentIntent) reconcile.Change {
+	c := base
+	c.ProviderID = pi.ID
+	c.Snapshot = true
+	c.Amount, c.Currency = pi.Amount, string(pi.Currency)
+	c.RawStatus = string(pi.Status)
+	st, ok := PaymentIntentState(string(pi.Status))
+	c.State, c.Unknown = st, !ok
+	return c
+}
+
+// chargeChange maps a charge snapshot. An uncaptured charge marked refunded
+// is the hold released by canceling an authorisation: that payment is
+// canceled by its payment_intent.canceled event, not refunded (ok=false).
+func chargeChange(base reconcile.Change, ch *stripego.Charge) (reconcile.Change, bool) {
+	c := base
+	c.ProviderID = piID(ch.PaymentIntent)
+	if c.ProviderID == "" || !ch.Captured {
+		return c, false
+	}
+	c.Amount, c.Currency = ch.Amount, string(ch.Currency)
+	c.AmountRefunded = ch.AmountRefunded
+	switch {
+	case ch.Refunded:
+		c.State, c.RawStatus = models.StateRefunded, "charge_refunded"
+	case ch.AmountRefunded > 0:
+		c.RawStatus = "charge_partially_refunded" // amount only
+	default:
+		c.State, c.RawStatus = models.StateCaptured, "charge_captured"
+	}
+	return c, true
+}
+
+// payoutChanges settles every charge whose balance transaction the payout
+// paid, at the time of the payout.paid event.
+func (p *Provider) payoutChanges(ctx context.Context, account string, base reconcile.Change, payout string) ([]reconcile.Change, error) {
+	params := &stripego.BalanceTransactionListParams{
+		ListParams: listParams(ctx, account, 100),
+		Payout:     stripego.String(payout),
+	}
+	params.AddExpand("data.source")
+	it := p.api.BalanceTransactions.List(params)
+	var out []reconcile.Change
+	for it.Next() {
+		bt := it.BalanceTransaction()
+		if bt.Source == nil || bt.Source.Charge == nil {
+			continue // refunds, fees and adjustments settle no payment
+		}
+		ch := bt.Source.Charge
+		if ch.PaymentIntent == nil {
+			continue
+		}
+		c := base
+		c.ProviderID = ch.PaymentIntent.ID
+		c.State, c.RawStatus = models.StateSettled, "paid_out"
+		c.Amount, c.Currency = ch.Amount, string(ch.Currency)
+		out = append(out, c)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list balance transactions of payout %s: %w", payout, translate(err))
+	}
+	return out, nil
+}
+
+// fetchedChanges maps a re-fetched PaymentIntent (stuck-payment path) to
+// changes with deterministic event ids and the most specific provider time
+// the object carries for each state.
+func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile.Change {
+	st, ok := PaymentIntentState(string(pi.Status))
+	when := at(pi.Created)
+	ch := pi.LatestCharge
+	switch {
+	case st == models.StateCanceled && pi.CanceledAt > 0:
+		when = at(pi.CanceledAt)
+	case (st == models.StateCaptured || st == models.StateAuthorised) && ch != nil && ch.Created > 0:
+		when = at(ch.Created)
+	}
+	mk := func(s models.State, t time.Time) reconcile.Change {
+		c := reconcile.Change{
+			ProviderID: pi.ID, State: s, At: t, Snapshot: true,
+			Amount: pi.Amount, Currency: string(pi.Currency), RawStatus: string(pi.Status),
+			EventType: "reconciler.payment_intent." + string(s), Inferred: true, Payload: raw,
+		}
+		c.EventID = DeterministicEventID(pi.ID, s, t)
+		return c
+	}
+	if !ok {
+		c := mk(models.StateNone, when)
+		c.Unknown = true
+		c.EventID = ""
+		return []reconcile.Change{c}
+	}
+	out := []reconcile.Change{mk(st, when)}
+	if st == models.StateCaptured && ch != nil && ch.Captured && ch.AmountRefunded > 0 {
+		rt := when
+		if ch.Refunds != nil {
+			for _, r := range ch.Refunds.Data {
+				if r.Status == stripego.RefundStatusSucceeded && at(r.Created).After(rt) {
+					rt = at(r.Created)
+				}
+			}
+		}
+		if ch.Refunded {
+			c := mk(models.StateRefunded, rt)
+			c.AmountRefunded = ch.AmountRefunded
+			out = append(out, c)
+		} else {
+			out[0].AmountRefunded = ch.AmountRefunded
+		}
+	}
+	return out
+}
+
+// DeterministicEventID is the id of a change found without an event (DESIGN
+// section 5), stable across reruns.
+func DeterministicEventID(providerID string, s models.State, t time.Time) string {
+	return fmt.Sprintf("recon:%s:%s:%d", providerID, s, t.Unix())
+}

@@ -1,0 +1,302 @@
+// Package stripe reads what changed on a Stripe account through stripe-go
+// and maps it to the engine's changes (DESIGN sections 3 and 4).
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/client"
+
+	"github.com/reconciler/reconciler/providers/transport"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// Name is the provider's name in the database.
+const Name = "stripe"
+
+// EventRetention is how long Stripe's event log keeps events.
+const EventRetention = 30 * 24 * time.Hour
+
+// DefaultBaseURL is Stripe's API.
+const DefaultBaseURL = "https://api.stripe.com"
+
+// EventTypes are the event types the mapping reads: at most 20, so one
+// request covers them (DESIGN section 3).
+var EventTypes = []string{
+	"payment_intent.created",
+	"payment_intent.requires_action",
+	"payment_intent.processing",
+	"payment_intent.partially_funded",
+	"payment_intent.amount_capturable_updated",
+	"payment_intent.succeeded",
+	"payment_intent.payment_failed",
+	"payment_intent.canceled",
+	"charge.captured",
+	"charge.refunded",
+	"charge.refund.updated",
+	"charge.dispute.closed",
+	"payout.paid",
+}
+
+// Config configures the Stripe provider.
+type Config struct {
+	APIKey            string        // secret or restricted key; never logged
+	BaseURL           string        // DefaultBaseURL when empty; STRIPE_API_BASE
+	RequestsPerSecond float64       // pacing budget; Stripe allows ~100 live, 25 test
+	MaxRetries        int           // retries of one request on 429/5xx
+	Timeout           time.Duration // per HTTP request
+	PageSize          int64         // events per list request, at most 100
+	Logger            *slog.Logger
+	// Sleep and Now are injected into the transport by tests.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Provider reads one Stripe platform (and its connected accounts).
+type Provider struct {
+	api  *client.API
+	tr   *transport.Transport
+	page int64
+	log  *slog.Logger
+}
+
+var _ reconcile.Provider = (*Provider)(nil)
+
+// New returns a provider over stripe-go. It makes no request.
+func New(cfg Config) (*Provider, error) {
+	if cfg.APIKey == "" {
+		return nil, errors.New("stripe: no API key (set STRIPE_API_KEY)")
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
+		cfg.PageSize = 100
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	tr := transport.New(transport.Options{
+		RequestsPerSecond: cfg.RequestsPerSecond,
+		MaxRetries:        cfg.MaxRetries,
+		ShouldRetryHeader: "Stripe-Should-Retry",
+		Sleep:             cfg.Sleep,
+	})
+	// stripe-go retries network errors and 5xx but not rate-limit 429s, with
+	// sleeps that ignore the context; our transport does all retrying, so
+	// there is one policy and it honours cancellation.
+	backend := stripego.GetBackendWithConfig(stripego.APIBackend, &stripego.BackendConfig{
+		URL:               stripego.String(cfg.BaseURL),
+		HTTPClient:        &http.Client{Transport: tr, Timeout: cfg.Timeout},
+		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
+		MaxNetworkRetries: stripego.Int64(0),
+	})
+	api := client.New(cfg.APIKey, &stripego.Backends{API: backend, Connect: backend, Uploads: backend})
+	return &Provider{api: api, tr: tr, page: cfg.PageSize, log: cfg.Logger}, nil
+}
+
+// Name implements reconcile.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Horizon implements reconcile.Provider: Stripe lists 30 days of events.
+func (p *Provider) Horizon(now time.Time) time.Time { return now.Add(-EventRetention) }
+
+// Requests implements reconcile.Provider.
+func (p *Provider) Requests() int64 { return p.tr.Requests() }
+
+// RequestsByStatus returns the HTTP requests made by status code.
+func (p *Provider) RequestsByStatus() map[int]int64 { return p.tr.ByStatus() }
+
+func listParams(ctx context.Context, account string, limit int64) stripego.ListParams {
+	lp := stripego.ListParams{Context: ctx, Limit: stripego.Int64(limit)}
+	if account != "" {
+		lp.SetStripeAccount(account)
+	}
+	return lp
+}
+
+func types() []*string {
+	out := make([]*string, len(EventTypes))
+	for i := range EventTypes {
+		out[i] = &EventTypes[i]
+	}
+	return out
+}
+
+// ListChanges implements reconcile.Provider. It streams the window's events
+// oldest first with constant memory: it finds an anchor event just before
+// the window and pages forward with ending_before from it. When no event
+// precedes the window inside the retention horizon, it first walks the
+// window newest first to find its oldest event (twice the requests, only on
+// young accounts or windows at the horizon).
+func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn func(reconcile.Page) error) error {
+	since, until := lp.Since.Unix(), lp.Until.Unix()
+	if lp.Until.Nanosecond() != 0 {
+		until++ // [since, until) in whole seconds covers the sub-second end
+	}
+	anchor, err := p.anchor(ctx, lp.Account, since)
+	if err != nil {
+		return err
+	}
+	var first *stripego.Event
+	if anchor == "" {
+		first, err = p.oldestIn(ctx, lp.Account, since, until)
+		if err != nil || first == nil {
+			return err
+		}
+		anchor = first.ID
+	}
+	params := &stripego.EventListParams{
+		ListParams:   listParams(ctx, lp.Account, p.page),
+		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since, LesserThan: until},
+		Types:        types(),
+	}
+	params.EndingBefore = stripego.String(anchor)
+	it := p.api.Events.List(params)
+
+	var page reconcile.Page
+	flush := func() error {
+		if len(page.Events) == 0 {
+			return nil
+		}
+		err := fn(page)
+		page = reconcile.Page{}
+		return err
+	}
+	add := func(ev *stripego.Event) error {
+		changes, err := p.mapEvent(ctx, lp.Account, ev)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode event %s: %w", ev.ID, err)
+		}
+		page.Events = append(page.Events, reconcile.Event{ID: ev.ID, Type: string(ev.Type), At: time.Unix(ev.Created, 0).UTC(), Payload: raw})
+		page.Changes = append(page.Changes, changes...)
+		if int64(len(page.Events)) >= p.page {
+			return flush()
+		}
+		return nil
+	}
+	if first != nil {
+		if err := add(first); err != nil {
+			return err
+		}
+	}
+	for it.Next() {
+		if err := add(it.Event()); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list stripe events: %w", translate(err))
+	}
+	return flush()
+}
+
+// anchor returns the id of the newest event before since, of any type, or
+// "" when the log holds none.
+func (p *Provider) anchor(ctx context.Context, account string, since int64) (string, error) {
+	params := &stripego.EventListParams{
+		ListParams:   listParams(ctx, account, 1),
+		CreatedRange: &stripego.RangeQueryParams{LesserThan: since},
+	}
+	params.Single = true
+	it := p.api.Events.List(params)
+	if it.Next() {
+		return it.Event().ID, nil
+	}
+	if err := it.Err(); err != nil {
+		return "", fmt.Errorf("find stripe anchor event: %w", translate(err))
+	}
+	return "", nil
+}
+
+// oldestIn walks the window newest first and returns its oldest event.
+func (p *Provider) oldestIn(ctx context.Context, account string, since, until int64) (*stripego.Event, error) {
+	params := &stripego.EventListParams{
+		ListParams:   listParams(ctx, account, 100),
+		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since, LesserThan: until},
+		Types:        types(),
+	}
+	it := p.api.Events.List(params)
+	var last *stripego.Event
+	for it.Next() {
+		last = it.Event()
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list stripe events: %w", translate(err))
+	}
+	return last, nil
+}
+
+// Fetch implements reconcile.Provider: the stuck-payment path re-reads each
+// PaymentIntent with its latest charge and refunds.
+func (p *Provider) Fetch(ctx context.Context, fp reconcile.FetchParams) ([]reconcile.Change, error) {
+	var out []reconcile.Change
+	for _, id := range fp.ProviderIDs {
+		params := &stripego.PaymentIntentParams{Params: stripego.Params{Context: ctx}}
+		if fp.Account != "" {
+			params.SetStripeAccount(fp.Account)
+		}
+		params.AddExpand("latest_charge.refunds")
+		pi, err := p.api.PaymentIntents.Get(id, params)
+		if err != nil {
+			var se *stripego.Error
+			if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+				p.log.Warn("payment not found at stripe", "provider_id", id)
+				continue
+			}
+			return out, fmt.Errorf("get stripe payment intent %s: %w", id, translate(err))
+		}
+		raw, err := json.Marshal(pi)
+		if err != nil {
+			return out, fmt.Errorf("encode payment intent %s: %w", id, err)
+		}
+		out = append(out, fetchedChanges(pi, raw)...)
+	}
+	return out, nil
+}
+
+// translate turns stripe-go errors into errors that name the status and
+// Stripe's own message, never the request's credentials.
+func translate(err error) error {
+	var se *stripego.Error
+	if errors.As(err, &se) {
+		return &APIError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code), Message: se.Msg, RequestID: se.RequestID}
+	}
+	return err
+}
+
+// APIError is an error answered by Stripe's API.
+type APIError struct {
+	Status    int
+	Type      string
+	Code      string
+	Message   string
+	RequestID string
+}
+
+func (e *APIError) Error() string {
+	s := fmt.Sprintf("stripe: HTTP %d %s", e.Status, e.Type)
+	if e.Code != "" {
+		s += " (" + e.Code + ")"
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.RequestID != "" {
+		s += " [request " + e.RequestID + "]"
+	}
+	return s
+}

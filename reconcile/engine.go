@@ -1,0 +1,469 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/models"
+)
+
+// Options configures one run for one provider and account.
+type Options struct {
+	DB       *gorm.DB
+	Provider Provider
+	Account  string
+
+	// Since and Until bound the window [Since, Until). Zero Until means now;
+	// zero Since means Until-Window, widened by Overlap and back to the last
+	// successful run's window end when that is older.
+	Since, Until time.Time
+	Window       time.Duration // default 24h
+	Overlap      time.Duration // default 1h; applies to default windows only
+
+	DryRun      bool
+	Trigger     string // models.Trigger*; default manual
+	TriggeredBy string
+
+	// BatchSize is how many payments one write transaction covers.
+	BatchSize int // default 1000
+
+	// The stuck-payment path: re-fetch up to StuckLimit non-terminal
+	// payments whose source_updated_at is older than StuckAfter.
+	StuckAfter time.Duration // default 72h
+	StuckLimit int           // default 100; negative disables the path
+
+	// SkipLock runs without the advisory lock (tests of the guard only).
+	SkipLock bool
+
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Progress, when set, is called after every batch.
+	Progress func(Progress)
+}
+
+// Progress is what a run has done so far.
+type Progress struct {
+	RunID      int64
+	EventsRead int64
+	Examined   int64
+	Repaired   int64
+	Refused    int64
+	Requests   int64
+	Elapsed    time.Duration
+}
+
+// Result is a finished (or failed) run.
+type Result struct {
+	Run models.Run
+	// DBRoundTrips counts the statements the run sent, BEGIN and COMMIT
+	// included, lock and run bookkeeping excluded.
+	DBRoundTrips int64
+}
+
+func (o *Options) defaults() {
+	if o.Window == 0 {
+		o.Window = 24 * time.Hour
+	}
+	if o.Overlap == 0 {
+		o.Overlap = time.Hour
+	}
+	if o.Trigger == "" {
+		o.Trigger = models.TriggerManual
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 1000
+	}
+	if o.StuckAfter == 0 {
+		o.StuckAfter = 72 * time.Hour
+	}
+	if o.StuckLimit == 0 {
+		o.StuckLimit = 100
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Run reconciles one provider account over one window. It returns ErrLocked
+// when another run holds the lock (nothing was written), and otherwise the
+// run as recorded: succeeded, failed (with the error) or interrupted (when
+// ctx was canceled; the batch in flight is finished first).
+func Run(ctx context.Context, o Options) (Result, error) {
+	o.defaults()
+	provider := o.Provider.Name()
+	log := o.Logger.With("provider", provider, "account", o.Account)
+	st := &store{db: o.DB}
+
+	if !o.SkipLock {
+		l, err := tryLock(ctx, o.DB, provider, o.Account)
+		if err != nil {
+			return Result{}, err
+		}
+		defer func() {
+			if err := l.release(context.WithoutCancel(ctx)); err != nil {
+				log.Warn("release run lock", "error", err)
+			}
+		}()
+	}
+
+	now := o.Now().UTC()
+	w, notes, err := planWindow(ctx, o, now)
+	if err != nil {
+		return Result{}, err
+	}
+	run := models.Run{
+		Provider: provider, Account: o.Account,
+		WindowStart: w.since, WindowEnd: w.until, StartedAt: now,
+		Status: models.RunRunning, Trigger: o.Trigger, TriggeredBy: o.TriggeredBy, DryRun: o.DryRun,
+	}
+	run.Notes, _ = json.Marshal(notes)
+	if err := o.DB.WithContext(ctx).Create(&run).Error; err != nil {
+		return Result{}, fmt.Errorf("record run: %w", err)
+	}
+	log = log.With("run_id", run.ID)
+	if len(notes) > 0 {
+		log.Warn("window adjusted", "notes", notes)
+	}
+	if !o.SkipLock {
+		// We hold the lock, so any other running run of this account died.
+		res := o.DB.WithContext(ctx).Model(&models.Run{}).
+			Where("provider = ? AND account = ? AND status = ? AND id <> ?", provider, o.Account, models.RunRunning, run.ID).
+			Updates(map[string]any{"status": models.RunInterrupted, "finished_at": now, "error": fmt.Sprintf("did not finish; found by run %d", run.ID)})
+		if res.Error != nil {
+			return Result{}, fmt.Errorf("mark dead runs interrupted: %w", res.Error)
+		}
+		if res.RowsAffected > 0 {
+			log.Warn("marked earlier runs interrupted", "count", res.RowsAffected)
+		}
+	}
+	log.Info("run started", "window_start", w.since, "window_end", w.until, "dry_run", o.DryRun)
+
+	e := &engine{o: o, st: st, run: &run, log: log, sim: map[string]Local{}, start: time.Now()}
+	runErr := e.stream(ctx, w)
+	if runErr == nil && o.StuckLimit > 0 {
+		runErr = e.stuck(ctx, now)
+	}
+
+	fin := o.Now().UTC()
+	run.FinishedAt = &fin
+	switch {
+	case runErr == nil:
+		run.Status = models.RunSucceeded
+	case ctx.Err() != nil:
+		run.Status = models.RunInterrupted
+		msg := "interrupted: " + context.Cause(ctx).Error()
+		run.Error = &msg
+		runErr = fmt.Errorf("%w: %w", ErrInterrupted, context.Cause(ctx))
+	default:
+		run.Status = models.RunFailed
+		msg := runErr.Error()
+		run.Error = &msg
+	}
+	run.APIRequests = o.Provider.Requests()
+	wctx := context.WithoutCancel(ctx)
+	if err := o.DB.WithContext(wctx).Model(&models.Run{}).Where("id = ?", run.ID).Updates(map[string]any{
+		"status": run.Status, "finished_at": run.FinishedAt, "error": run.Error, "api_requests": run.APIRequests,
+	}).Error; err != nil {
+		return Result{}, errors.Join(runErr, fmt.Errorf("record run end: %w", err))
+	}
+	if err := o.DB.WithContext(wctx).First(&run, run.ID).Error; err != nil {
+		return Result{}, errors.Join(runErr, fmt.Errorf("reread run: %w", err))
+	}
+	log.Info("run finished", "status", run.Status, "examined", run.Examined, "repaired", run.Repaired,
+		"refused", run.Refused, "synthetic_events", run.SyntheticEvents, "api_requests", run.APIRequests,
+		"db_round_trips", st.trips.Load(), "duration", fin.Sub(now))
+	return Result{Run: run, DBRoundTrips: st.trips.Load()}, runErr
+}
+
+type window struct{ since, until time.Time }
+
+// planWindow returns the window actually read and notes on how it was
+// widened or clamped.
+func planWindow(ctx context.Context, o Options, now time.Time) (window, map[string]any, error) {
+	notes := map[string]any{}
+	until := o.Until
+	if until.IsZero() {
+		until = now
+	}
+	since := o.Since
+	if since.IsZero() {
+		since = until.Add(-o.Window)
+		var last models.Run
+		err := o.DB.WithContext(ctx).
+			Where("provider = ? AND account = ? AND status = ? AND NOT dry_run", o.Provider.Name(), o.Account, models.RunSucceeded).
+			Order("window_end DESC").Limit(1).Find(&last).Error
+		if err != nil {
+			return window{}, nil, fmt.Errorf("read checkpoint: %w", err)
+		}
+		if last.ID != 0 && last.WindowEnd.Before(since) {
+			notes["caught_up_from"] = last.WindowEnd.UTC().Format(time.RFC3339)
+			since = last.WindowEnd
+		}
+		since = since.Add(-o.Overlap)
+	}
+	if !since.Before(until) {
+		return window{}, nil, fmt.Errorf("empty window: since %s is not before until %s", since.Format(time.RFC3339), until.Format(time.RFC3339))
+	}
+	if h := o.Provider.Horizon(now); !h.IsZero() && since.Before(h) {
+		notes["clamped_from"] = since.UTC().Format(time.RFC3339)
+		notes["warning"] = "the window starts before the provider's event retention; changes older than the horizon were not read (object listing is not implemented yet)"
+		since = h
+	}
+	return window{since: since.UTC(), until: until.UTC()}, notes, nil
+}
+
+type engine struct {
+	o     Options
+	st    *store
+	run   *models.Run
+	log   *slog.Logger
+	sim   map[string]Local // dry runs: rows as the simulation left them
+	total counts
+	start time.Time
+}
+
+// stream reads the window and writes it in batches of whole pages.
+func (e *engine) stream(ctx context.Context, w window) error {
+	var pending Page
+	ids := map[string]bool{}
+	err := e.o.Provider.ListChanges(ctx, ListParams{Account: e.o.Account, Since: w.since, Until: w.until}, func(p Page) error {
+		pending.Events = append(pending.Events, p.Events...)
+		pending.Changes = append(pending.Changes, p.Changes...)
+		for _, c := range p.Changes {
+			ids[c.ProviderID] = true
+		}
+		if len(ids) < e.o.BatchSize && ctx.Err() == nil {
+			return nil
+		}
+		err := e.batch(ctx, pending)
+		pending, ids = Page{}, map[string]bool{}
+		if err == nil {
+			err = ctx.Err()
+		}
+		return err
+	})
+	// Whatever was read is finished even when the read was cut short: each
+	// batch is ordered and guarded, so a partial window is safe to write.
+	if len(pending.Events) > 0 || len(pending.Changes) > 0 {
+		if berr := e.batch(ctx, pending); berr != nil {
+			return errors.Join(err, berr)
+		}
+	}
+	return err
+}
+
+// stuck re-fetches non-terminal payments that have not moved for a while.
+func (e *engine) stuck(ctx context.Context, now time.Time) error {
+	var ids []string
+	err := e.o.DB.WithContext(ctx).Model(&models.Payment{}).
+		Where("provider = ? AND account = ? AND state IN ? AND source_updated_at < ?",
+			e.o.Provider.Name(), e.o.Account, []string{"created", "authorised", "captured"}, now.Add(-e.o.StuckAfter)).
+		Order("source_updated_at").Limit(e.o.StuckLimit).Pluck("provider_id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	e.log.Info("re-fetching stuck payments", "count", len(ids))
+	changes, err := e.o.Provider.Fetch(ctx, FetchParams{Account: e.o.Account, ProviderIDs: ids})
+	if len(changes) > 0 {
+		if berr := e.batch(ctx, Page{Changes: changes}); berr != nil {
+			return errors.Join(err, berr)
+		}
+	}
+	return err
+}
+
+// batch decides and writes one batch in one transaction. It runs on a
+// context detached from cancellation, so that SIGTERM lets it finish.
+func (e *engine) batch(ctx context.Context, p Page) error {
+	wctx := context.WithoutCancel(ctx)
+	byID := map[string][]Change{}
+	var order []string
+	for _, c := range p.Changes {
+		if c.ProviderID == "" {
+			continue
+		}
+		if _, ok := byID[c.ProviderID]; !ok {
+			order = append(order, c.ProviderID)
+		}
+		byID[c.ProviderID] = append(byID[c.ProviderID], c)
+	}
+	var c counts
+	c.Events = int64(len(p.Events))
+	provider := e.o.Provider.Name()
+	err := e.st.tx(wctx, func(tx *gorm.DB) error {
+		before, err := e.st.load(tx, provider, order)
+		if err != nil {
+			return err
+		}
+		if e.o.DryRun {
+			for id, l := range e.sim {
+				if _, ok := byID[id]; ok {
+					before[id] = l
+				}
+			}
+		}
+		plans := make(map[string]Plan, len(order))
+		var inserts []insertRow
+		for _, id := range order {
+			pl := Decide(before[id], byID[id])
+			plans[id] = pl
+			if !before[id].Exists && pl.Latest != nil {
+				inserts = append(inserts, insertRow{ProviderID: id, State: string(pl.Latest.To), At: pl.Latest.At,
+					Amount: pl.Amount, Currency: pl.Currency, AmountRefunded: insertRefund(pl)})
+			}
+		}
+
+		type outcome struct {
+			after    Local
+			applied  []Step
+			inserted bool
+		}
+		out := make(map[string]outcome, len(order))
+		if e.o.DryRun {
+			for _, id := range order {
+				after, applied, ins := Simulate(before[id], plans[id])
+				out[id] = outcome{after, applied, ins}
+				if len(applied) > 0 || after.AmountRefunded != before[id].AmountRefunded {
+					e.sim[id] = after
+				}
+			}
+		} else {
+			inserted, err := e.st.insertMissing(tx, provider, e.o.Account, inserts)
+			if err != nil {
+				return err
+			}
+			applied := map[string][]Step{}
+			for round := 0; ; round++ {
+				var steps []stepRow
+				for _, id := range order {
+					pl := plans[id]
+					if inserted[id] || round >= len(pl.Steps) {
+						continue
+					}
+					s := pl.Steps[round]
+					steps = append(steps, stepRow{ProviderID: id, To: string(s.To), Preds: predsCSV(s.To), At: s.At, Refund: s.AmountRefunded})
+				}
+				if len(steps) == 0 {
+					break
+				}
+				moved, err := e.st.applySteps(tx, provider, steps)
+				if err != nil {
+					return err
+				}
+				for id := range moved {
+					applied[id] = append(applied[id], plans[id].Steps[round])
+				}
+			}
+			var refunds []refundRow
+			for _, id := range order {
+				if pl := plans[id]; pl.RefundTo > 0 && !inserted[id] {
+					refunds = append(refunds, refundRow{ProviderID: id, Refund: pl.RefundTo})
+				}
+			}
+			if err := e.st.raiseRefunds(tx, provider, refunds); err != nil {
+				return err
+			}
+			after, err := e.st.load(tx, provider, order)
+			if err != nil {
+				return err
+			}
+			for _, id := range order {
+				o := outcome{after: after[id], applied: applied[id], inserted: inserted[id]}
+				if o.inserted {
+					o.applied = []Step{*plans[id].Latest}
+				}
+				out[id] = o
+			}
+		}
+
+		var items []itemRow
+		recon := map[string]eventRow{}
+		for _, id := range order {
+			o := out[id]
+			its := Classify(before[id], o.after, plans[id], o.applied, o.inserted)
+			c.Examined++
+			if len(its) == 0 {
+				c.InSync++
+			}
+			for _, it := range its {
+				switch it.Action {
+				case models.ActionRepaired:
+					c.Repaired++
+				case models.ActionRefused:
+					c.Refused++
+				case models.ActionReported:
+					c.Reported++
+				}
+				items = append(items, toItemRow(id, it))
+			}
+			// Changes found without an event get a deterministic event,
+			// recorded only when it justified a transition.
+			for _, s := range o.applied {
+				for _, ch := range byID[id] {
+					if ch.EventID == s.EventID && ch.Payload != nil {
+						recon[ch.EventID] = eventRow{EventID: ch.EventID, EventType: ch.EventType, Payload: ch.Payload}
+					}
+				}
+			}
+		}
+		evs := make([]eventRow, 0, len(p.Events)+len(recon))
+		evIDs := make([]string, 0, cap(evs))
+		for _, ev := range p.Events {
+			evs = append(evs, eventRow{EventID: ev.ID, EventType: ev.Type, Payload: ev.Payload})
+			evIDs = append(evIDs, ev.ID)
+		}
+		for _, ev := range recon {
+			evs = append(evs, ev)
+			evIDs = append(evIDs, ev.EventID)
+		}
+		if e.o.DryRun {
+			n, err := e.st.missingEvents(tx, provider, evIDs)
+			if err != nil {
+				return err
+			}
+			c.Synthetic = n
+		} else {
+			n, err := e.st.insertEvents(tx, provider, e.run.ID, evs)
+			if err != nil {
+				return err
+			}
+			c.Synthetic = n
+		}
+		if err := e.st.insertItems(tx, provider, e.run.ID, items); err != nil {
+			return err
+		}
+		return e.st.addCounts(tx, e.run.ID, c, e.o.Provider.Requests())
+	})
+	if err != nil {
+		return fmt.Errorf("write batch of %d payments: %w", len(order), err)
+	}
+	e.total.add(c)
+	if e.o.Progress != nil {
+		e.o.Progress(Progress{RunID: e.run.ID, EventsRead: e.total.Events, Examined: e.total.Examined,
+			Repaired: e.total.Repaired, Refused: e.total.Refused, Requests: e.o.Provider.Requests(), Elapsed: time.Since(e.start)})
+	}
+	e.log.Debug("batch written", "payments", len(order), "events", len(p.Events), "repaired", c.Repaired, "refused", c.Refused)
+	return nil
+}
+
+func toItemRow(id string, it Item) itemRow {
+	r := itemRow{ProviderID: id, Kind: it.Kind, Action: it.Action, Detail: it.Detail}
+	if it.LocalState != models.StateNone {
+		s := string(it.LocalState)
+		r.LocalState = &s
+	}
+	if it.ProviderState != "" {
+		s := it.ProviderState
+		r.ProviderState = &s
+	}
+	return r
+}

@@ -1,0 +1,102 @@
+// Package reconcile is the engine: it plans a window, streams a provider's
+// changes in provider-time order, decides each payment with a pure function
+// and writes each batch in one transaction under the guard of DESIGN
+// section 2.
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/reconciler/reconciler/models"
+)
+
+// Change is one provider fact about one payment: "at At, the provider showed
+// this payment in State". The provider maps its own statuses to states; the
+// engine never sees a provider status it has to interpret.
+type Change struct {
+	ProviderID string       // pi_…, PM…
+	State      models.State // StateNone when the fact moves no state (a partial refund)
+	At         time.Time    // the provider's own time of the fact
+	// Snapshot is true when the fact shows the provider's whole view of the
+	// payment at At (a PaymentIntent or charge object), so a local state ahead
+	// of it at an earlier time is a conflict. A payout sweeping a charge is
+	// not a snapshot: it says nothing about refunds or disputes.
+	Snapshot bool
+
+	Amount         int64  // minor units; 0 when the fact carries no amount
+	Currency       string // lower-case ISO 4217; "" when unknown
+	AmountRefunded int64  // refunds of captured money; 0 when the fact says nothing
+	RawStatus      string // the provider's own word, for reports ("requires_capture", "lost")
+	Unknown        bool   // RawStatus maps to no state: reported, never guessed
+	// Revert, when set, says the provider undid something our state machine
+	// cannot undo (dispute won, refund failed): a drift item for a human.
+	Revert string
+	// RevertOnlyFrom limits Revert to local rows in these states (a won
+	// dispute matters only to a payment recorded as a chargeback).
+	RevertOnlyFrom []models.State
+
+	EventID   string // the event that shows the fact, or a deterministic recon:… id
+	EventType string
+	Inferred  bool // the time was inferred from the object, not an event
+	// Payload is the object a deterministic (recon:…) event records; events
+	// listed by the provider carry theirs in Event.
+	Payload json.RawMessage
+}
+
+// Event is a provider event as listed, recorded in webhook_events when the
+// application lacks it.
+type Event struct {
+	ID      string
+	Type    string
+	At      time.Time
+	Payload json.RawMessage
+}
+
+// Page is one unit of the stream: events in provider-time order and the
+// changes they imply, also in provider-time order.
+type Page struct {
+	Events  []Event
+	Changes []Change
+}
+
+// ListParams selects the changes of one account in a window [Since, Until).
+type ListParams struct {
+	Account string
+	Since   time.Time
+	Until   time.Time
+}
+
+// FetchParams names payments to re-fetch by id (the stuck-payment path).
+type FetchParams struct {
+	Account     string
+	ProviderIDs []string
+}
+
+// Provider is what the engine needs from a payment provider. Implementations
+// live in providers/…; each asserts it at compile time.
+type Provider interface {
+	// Name is the provider's name in the database ("stripe").
+	Name() string
+	// Horizon is the oldest time the provider's event log still holds, as
+	// of now; zero when it has none.
+	Horizon(now time.Time) time.Time
+	// ListChanges calls fn with the window's pages, oldest first. It stops at
+	// the first error fn returns and returns it.
+	ListChanges(ctx context.Context, p ListParams, fn func(Page) error) error
+	// Fetch re-reads payments by id and returns one or more changes per
+	// payment with deterministic event ids.
+	Fetch(ctx context.Context, p FetchParams) ([]Change, error)
+	// Requests returns the number of HTTP requests made so far.
+	Requests() int64
+}
+
+// Sentinel errors.
+var (
+	// ErrLocked means another run holds the lock for the provider and account.
+	ErrLocked = errors.New("another run holds the lock for this provider and account")
+	// ErrInterrupted means the run was stopped (SIGTERM) before it finished.
+	ErrInterrupted = errors.New("run interrupted")
+)
