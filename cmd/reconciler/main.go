@@ -1,0 +1,108 @@
+// Command reconciler lists what payment providers changed in a window,
+// repairs the local payment state machine with guarded forward transitions,
+// records the webhooks that were missed and reports what it could not fix.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/reconciler/reconciler/config"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// Exit codes (DESIGN section 7).
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+	exitLocked = 3
+)
+
+// usageError is a bad flag or configuration: exit code 2, nothing touched.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+const usage = `reconciler: make payment webhooks trustworthy.
+
+Usage:
+  reconciler run     [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
+                     [--window DUR] [--dry-run] [--report FILE] [--format json|csv|md]
+  reconciler migrate [--config FILE]
+  reconciler version
+
+Times are RFC 3339 or dates (2026-11-01); durations are Go durations (24h, 90m).
+Exit codes: 0 finished, 1 failed, 2 usage or configuration error, 3 another run holds the lock.
+Run "reconciler COMMAND -h" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+// Main runs one command and returns its exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = cmdRun(ctx, args[1:], stdout, stderr, getenv)
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], stdout, stderr, getenv)
+	case "version", "--version":
+		fmt.Fprintf(stdout, "reconciler %s\n", version)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "reconciler: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	return exitCode(err, stderr)
+}
+
+// exitCode prints err (one line) and maps it to an exit code.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	var ue usageError
+	var ce *config.Error
+	var le lockedError
+	switch {
+	case errors.As(err, &le):
+		fmt.Fprintf(stderr, "reconciler: %v\n", err)
+		return exitLocked
+	case errors.As(err, &ue), errors.As(err, &ce):
+		fmt.Fprintf(stderr, "reconciler: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "reconciler: %v\n", err)
+	return exitFailed
+}
+
+// lockedError means some run found its lock held and did nothing.
+type lockedError struct{ msg string }
+
+func (e lockedError) Error() string { return e.msg }

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/stripe"
+	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/report"
+)
+
+// knownProviders are the names --provider accepts.
+var knownProviders = []string{stripe.Name}
+
+type runFlags struct {
+	config, since, until, window, reportFile, format, trigger string
+	providers, accounts                                       multiFlag
+	dryRun, noMigrate                                         bool
+	batchSize                                                 int
+}
+
+// job is one (provider, account) to reconcile.
+type job struct {
+	provider string
+	account  string
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	var f runFlags
+	fs := newFlagSet("run", stderr)
+	fs.StringVar(&f.config, "config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
+	fs.Var(&f.providers, "provider", "provider to reconcile (repeatable; default: every configured one)")
+	fs.Var(&f.accounts, "account", "connected account id, acct_… (repeatable; default: the configured accounts)")
+	fs.StringVar(&f.since, "since", "", "window start, RFC 3339 or date (default: until - window - overlap, or the last checkpoint)")
+	fs.StringVar(&f.until, "until", "", "window end, exclusive (default: now)")
+	fs.StringVar(&f.window, "window", "", "window length when --since is not given (default from config: 24h)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report, but write only the run and its drift items")
+	fs.StringVar(&f.reportFile, "report", "", "write the report to this file (default: stdout)")
+	fs.StringVar(&f.format, "format", "md", "report format: json, csv or md")
+	fs.StringVar(&f.trigger, "trigger", models.TriggerManual, "what started the run, recorded on it: manual, schedule or api")
+	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply pending migrations first")
+	fs.IntVar(&f.batchSize, "batch-size", 0, "payments per write transaction (default from config)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+
+	// Everything is validated before anything touches the database.
+	cfg, err := loadConfig(f.config, getenv)
+	if err != nil {
+		return err
+	}
+	var since, until time.Time
+	if f.since != "" {
+		if since, err = config.ParseTime(f.since); err != nil {
+			return usagef("--since: %v", err)
+		}
+	}
+	if f.until != "" {
+		if until, err = config.ParseTime(f.until); err != nil {
+			return usagef("--until: %v", err)
+		}
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return usagef("--since %s must be before --until %s", f.since, f.until)
+	}
+	if f.window != "" {
+		d, err := time.ParseDuration(f.window)
+		if err != nil || d <= 0 {
+			return usagef("--window: %q is not a positive duration (write e.g. 24h, 90m)", f.window)
+		}
+		cfg.Run.Window = config.Duration(d)
+	}
+	if !report.ValidFormat(f.format) {
+		return usagef("--format: unknown format %q (use json, csv or md)", f.format)
+	}
+	switch f.trigger {
+	case models.TriggerManual, models.TriggerSchedule, models.TriggerAPI:
+	default:
+		return usagef("--trigger: unknown trigger %q (use manual, schedule or api)", f.trigger)
+	}
+	if f.batchSize != 0 {
+		if f.batchSize < 1 {
+			return usagef("--batch-size: must be positive")
+		}
+		cfg.Run.BatchSize = f.batchSize
+	}
+	jobs, err := plan(cfg, f)
+	if err != nil {
+		return err
+	}
+	if cfg.Database.URL == "" {
+		return &config.Error{Key: "DATABASE_URL", Msg: "no database is configured", Hint: "set DATABASE_URL to a PostgreSQL URL, e.g. postgres://user@host:5432/db"}
+	}
+	var out io.Writer = stdout
+	if f.reportFile != "" {
+		rf, err := os.Create(f.reportFile)
+		if err != nil {
+			return usagef("--report: %v", err)
+		}
+		defer rf.Close()
+		out = rf
+	}
+
+	log := newLogger(cfg, stderr)
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	if cfg.Database.AutoMigrate && !f.noMigrate {
+		if _, err := models.Migrate(ctx, db); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+
+	// SIGTERM cancels ctx: the batch in flight finishes, the run is recorded
+	// interrupted. Past the grace period the process exits regardless.
+	go func() {
+		<-ctx.Done()
+		t := time.NewTimer(cfg.Run.ShutdownGrace.D())
+		defer t.Stop()
+		<-t.C
+		log.Error("shutdown grace period exceeded; exiting", "grace", cfg.Run.ShutdownGrace.D())
+		os.Exit(exitFailed)
+	}()
+
+	var runIDs []int64
+	var failed, locked []string
+	for _, j := range jobs {
+		jlog := log.With("provider", j.provider, "account", j.account)
+		p, err := newProvider(cfg, j.provider, jlog)
+		if err != nil {
+			return err
+		}
+		res, err := reconcile.Run(ctx, reconcile.Options{
+			DB: db, Provider: p, Account: j.account, Since: since, Until: until,
+			Window: cfg.Run.Window.D(), Overlap: cfg.Run.Overlap.D(), DryRun: f.dryRun,
+			Trigger: f.trigger, TriggeredBy: triggeredBy(getenv), BatchSize: cfg.Run.BatchSize,
+			StuckAfter: cfg.Run.StuckAfter.D(), StuckLimit: cfg.Run.StuckLimit, Logger: log,
+			Progress: progressPrinter(stderr),
+		})
+		if res.Run.ID != 0 {
+			runIDs = append(runIDs, res.Run.ID)
+		}
+		name := j.provider + "/" + orPlatform(j.account)
+		switch {
+		case errors.Is(err, reconcile.ErrLocked):
+			jlog.Warn("another run holds the lock; nothing done")
+			locked = append(locked, name)
+		case err != nil:
+			jlog.Error("run failed", "run_id", res.Run.ID, "error", err)
+			failed = append(failed, name)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(runIDs) > 0 {
+		rep, err := report.Load(context.WithoutCancel(ctx), db, runIDs...)
+		if err != nil {
+			return err
+		}
+		if err := report.Render(out, rep, f.format); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return fmt.Errorf("run failed for %v", failed)
+	case len(locked) > 0:
+		return lockedError{fmt.Sprintf("another run holds the lock for %v; nothing was done there", locked)}
+	}
+	return nil
+}
+
+func orPlatform(a string) string {
+	if a == "" {
+		return "platform"
+	}
+	return a
+}
+
+// triggeredBy names who started a manual run, for the run record.
+func triggeredBy(getenv func(string) string) string {
+	for _, k := range []string{"RECONCILER_TRIGGERED_BY", "USER"} {
+		if v := getenv(k); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// plan turns flags and config into the (provider, account) jobs to run.
+func plan(cfg config.Config, f runFlags) ([]job, error) {
+	providers := []string(f.providers)
+	for _, p := range providers {
+		if !slices.Contains(knownProviders, p) {
+			return nil, usagef("--provider: unknown provider %q (known: %v)", p, knownProviders)
+		}
+	}
+	if len(providers) == 0 {
+		if cfg.Providers.Stripe.On() {
+			providers = append(providers, stripe.Name)
+		}
+		if len(providers) == 0 {
+			return nil, &config.Error{Key: "providers", Msg: "no provider is configured", Hint: "set STRIPE_API_KEY (or providers.stripe.api_key_file) or pass --provider"}
+		}
+	}
+	var jobs []job
+	for _, p := range providers {
+		accounts := []string(f.accounts)
+		if len(accounts) == 0 {
+			accounts = cfg.Providers.Stripe.Accounts
+		}
+		for _, a := range accounts {
+			if a != "" && len(a) < 6 {
+				return nil, usagef("--account: %q is not a connected account id (acct_…)", a)
+			}
+			jobs = append(jobs, job{provider: p, account: a})
+		}
+	}
+	return jobs, nil
+}
+
+// newProvider builds the client for one provider.
+func newProvider(cfg config.Config, name string, log *slog.Logger) (reconcile.Provider, error) {
+	switch name {
+	case stripe.Name:
+		s := cfg.Providers.Stripe
+		if s.APIKey() == "" {
+			return nil, &config.Error{Key: "STRIPE_API_KEY", Msg: "is not set", Hint: "export STRIPE_API_KEY=sk_test_… or mount it and set providers.stripe.api_key_file"}
+		}
+		return stripe.New(stripe.Config{APIKey: s.APIKey(), BaseURL: s.APIBase, RequestsPerSecond: s.RequestsPerSecond,
+			MaxRetries: s.MaxRetries, Timeout: s.Timeout.D(), Logger: log})
+	}
+	return nil, usagef("unknown provider %q", name)
+}
+
+// progressPrinter shows live progress on a terminal and nothing otherwise.
+func progressPrinter(stderr io.Writer) func(reconcile.Progress) {
+	if !isTerminal(stderr) {
+		return nil
+	}
+	return func(p reconcile.Progress) {
+		rate := 0.0
+		if s := p.Elapsed.Seconds(); s > 0 {
+			rate = float64(p.EventsRead) / s
+		}
+		fmt.Fprintf(stderr, "\r\033[Krun %d: %d events, %d payments decided, %d repaired, %d refused, %d requests, %.0f events/s, %s",
+			p.RunID, p.EventsRead, p.Examined, p.Repaired, p.Refused, p.Requests, rate, p.Elapsed.Truncate(time.Second))
+	}
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := newFlagSet("migrate", stderr)
+	cfgPath := fs.String("config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	applied, err := models.Migrate(ctx, db)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "migrations: up to date")
+	}
+	for _, v := range applied {
+		fmt.Fprintf(stdout, "migrations: applied %s\n", v)
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+// Package config loads reconciler's configuration in layers: defaults, then
+// config.yaml (with ${VAR} expansion), then the environment; the command
+// line applies flags on top. Validate names the key at fault and the fix.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration. Secrets are never read from the file:
+// they come from the environment or from files mounted beside it.
+type Config struct {
+	Database  Database  `yaml:"database"`
+	Run       Run       `yaml:"run"`
+	Log       Log       `yaml:"log"`
+	Providers Providers `yaml:"providers"`
+}
+
+// Database configures the store.
+type Database struct {
+	// URL is a PostgreSQL URL or DSN; DATABASE_URL overrides it. Put only a
+	// ${DATABASE_URL} reference here: a literal password belongs in a Secret.
+	URL          string `yaml:"url"`
+	MaxOpenConns int    `yaml:"max_open_conns"`
+	// AutoMigrate applies pending migrations before every run.
+	AutoMigrate bool `yaml:"auto_migrate"`
+}
+
+// Run configures reconciliation runs.
+type Run struct {
+	Window        Duration `yaml:"window"`         // default window length
+	Overlap       Duration `yaml:"overlap"`        // how far back a default window reaches past its start
+	BatchSize     int      `yaml:"batch_size"`     // payments per write transaction
+	StuckAfter    Duration `yaml:"stuck_after"`    // age after which a non-terminal payment is re-fetched
+	StuckLimit    int      `yaml:"stuck_limit"`    // at most this many re-fetches per run; -1 disables
+	ShutdownGrace Duration `yaml:"shutdown_grace"` // SIGTERM to exit, at most
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // auto (JSON unless stderr is a terminal), json, text
+}
+
+// Providers configures each provider.
+type Providers struct {
+	Stripe Stripe `yaml:"stripe"`
+}
+
+// Stripe configures the Stripe provider. The key comes from STRIPE_API_KEY
+// or from the file named by api_key_file (a mounted Secret).
+type Stripe struct {
+	Enabled           *bool    `yaml:"enabled"` // default: on when a key is available
+	APIKeyFile        string   `yaml:"api_key_file"`
+	APIBase           string   `yaml:"api_base"` // STRIPE_API_BASE overrides it
+	RequestsPerSecond float64  `yaml:"requests_per_second"`
+	MaxRetries        int      `yaml:"max_retries"`
+	Timeout           Duration `yaml:"timeout"`
+	Accounts          []string `yaml:"accounts"` // connected accounts; "" is the platform
+
+	apiKey string
+}
+
+// APIKey returns the resolved key (from the environment or api_key_file).
+func (s Stripe) APIKey() string { return s.apiKey }
+
+// On reports whether Stripe runs when no --provider is given.
+func (s Stripe) On() bool {
+	if s.Enabled != nil {
+		return *s.Enabled
+	}
+	return s.apiKey != ""
+}
+
+// Duration is a time.Duration written as a Go duration ("24h", "90m").
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (write e.g. 24h, 90m, 30s)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Default returns the configuration used when nothing is set.
+func Default() Config {
+	return Config{
+		Database: Database{MaxOpenConns: 10, AutoMigrate: true},
+		Run: Run{
+			Window: Duration(24 * time.Hour), Overlap: Duration(time.Hour), BatchSize: 1000,
+			StuckAfter: Duration(72 * time.Hour), StuckLimit: 100, ShutdownGrace: Duration(25 * time.Second),
+		},
+		Log: Log{Level: "info", Format: "auto"},
+		Providers: Providers{Stripe: Stripe{
+			APIBase: "https://api.stripe.com", RequestsPerSecond: 20, MaxRetries: 8, Timeout: Duration(30 * time.Second),
+			Accounts: []string{""},
+		}},
+	}
+}
+
+// Error is a configuration error: which key, what is wrong, how to fix it.
+type Error struct {
+	Key  string
+	Msg  string
+	Hint string
+}
+
+func (e *Error) Error() string {
+	s := e.Key + ": " + e.Msg
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
+
+// Path returns the config file to read: explicit, else RECONCILER_CONFIG,
+// else ./config.yaml. explicit reports whether it must exist.
+func Path(flag string, getenv func(string) string) (path string, explicit bool) {
+	if flag != "" {
+		return flag, true
+	}
+	if p := getenv("RECONCILER_CONFIG"); p != "" {
+		return p, true
+	}
+	return "config.yaml", false
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// Load builds the configuration from defaults, the file at path (skipped
+// when it is missing and !mustExist) and the environment.
+func Load(path string, mustExist bool, getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
+	cfg := Default()
+	b, err := readFile(path)
+	switch {
+	case err == nil:
+		expanded := envRef.ReplaceAllStringFunc(string(b), func(m string) string {
+			sub := envRef.FindStringSubmatch(m)
+			if v := getenv(sub[1]); v != "" {
+				return v
+			}
+			return sub[3]
+		})
+		dec := yaml.NewDecoder(bytes.NewReader([]byte(expanded)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, errEOF) && err.Error() != "EOF" {
+			return cfg, &Error{Key: path, Msg: strings.TrimPrefix(err.Error(), "yaml: "), Hint: "see the commented config.yaml in the repository for every key"}
+		}
+	case errors.Is(err, os.ErrNotExist) && !mustExist:
+	default:
+		return cfg, &Error{Key: "--config", Msg: err.Error(), Hint: "pass an existing file or unset RECONCILER_CONFIG"}
+	}
+
+	if v := getenv("DATABASE_URL"); v != "" {
+		cfg.Database.URL = v
+	}
+	if v := getenv("STRIPE_API_BASE"); v != "" {
+		cfg.Providers.Stripe.APIBase = v
+	}
+	s := &cfg.Providers.Stripe
+	s.apiKey = getenv("STRIPE_API_KEY")
+	if s.apiKey == "" && s.APIKeyFile != "" {
+		kb, err := readFile(s.APIKeyFile)
+		if err != nil {
+			return cfg, &Error{Key: "providers.stripe.api_key_file", Msg: "cannot read the key file", Hint: "mount the Secret there or set STRIPE_API_KEY"}
+		}
+		s.apiKey = strings.TrimSpace(string(kb))
+	}
+	return cfg, nil
+}
+
+var errEOF = errors.New("EOF")
+
+// Validate checks the configuration and returns the first problem found.
+func (c Config) Validate() error {
+	if strings.Contains(c.Database.URL, "${") {
+		return &Error{Key: "database.url", Msg: "refers to an unset environment variable", Hint: "set DATABASE_URL"}
+	}
+	if c.Database.MaxOpenConns < 2 {
+		return &Error{Key: "database.max_open_conns", Msg: fmt.Sprintf("%d is too small", c.Database.MaxOpenConns), Hint: "use at least 2: one connection holds the run lock"}
+	}
+	if c.Run.Window.D() <= 0 {
+		return &Error{Key: "run.window", Msg: "must be positive", Hint: "e.g. 24h"}
+	}
+	if c.Run.Overlap.D() < 0 {
+		return &Error{Key: "run.overlap", Msg: "must not be negative", Hint: "e.g. 1h"}
+	}
+	if c.Run.BatchSize < 1 || c.Run.BatchSize > 100000 {
+		return &Error{Key: "run.batch_size", Msg: fmt.Sprintf("%d is out of range", c.Run.BatchSize), Hint: "use 1 to 100000; 1000 is a good default"}
+	}
+	if c.Run.StuckAfter.D() <= 0 {
+		return &Error{Key: "run.stuck_after", Msg: "must be positive", Hint: "e.g. 72h"}
+	}
+	if c.Run.StuckLimit < -1 {
+		return &Error{Key: "run.stuck_limit", Msg: "must be -1 (off) or more", Hint: "e.g. 100"}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return &Error{Key: "log.level", Msg: fmt.Sprintf("unknown level %q", c.Log.Level), Hint: "use debug, info, warn or error"}
+	}
+	switch c.Log.Format {
+	case "auto", "json", "text":
+	default:
+		return &Error{Key: "log.format", Msg: fmt.Sprintf("unknown format %q", c.Log.Format), Hint: "use auto, json or text"}
+	}
+	s := c.Providers.Stripe
+	if !strings.HasPrefix(s.APIBase, "http://") && !strings.HasPrefix(s.APIBase, "https://") {
+		return &Error{Key: "providers.stripe.api_base", Msg: fmt.Sprintf("%q is not an http(s) URL", s.APIBase), Hint: "e.g. https://api.stripe.com, or set STRIPE_API_BASE"}
+	}
+	if s.RequestsPerSecond <= 0 || s.RequestsPerSecond > 1000 {
+		return &Error{Key: "providers.stripe.requests_per_second", Msg: fmt.Sprintf("%g is out of range", s.RequestsPerSecond), Hint: "Stripe allows about 100 reads/s live and 25 in test mode; stay below"}
+	}
+	if s.MaxRetries < 0 {
+		return &Error{Key: "providers.stripe.max_retries", Msg: "must not be negative", Hint: "e.g. 8"}
+	}
+	if s.Timeout.D() <= 0 {
+		return &Error{Key: "providers.stripe.timeout", Msg: "must be positive", Hint: "e.g. 30s"}
+	}
+	for i, a := range s.Accounts {
+		if a != "" && !strings.HasPrefix(a, "acct_") {
+			return &Error{Key: fmt.Sprintf("providers.stripe.accounts[%d]", i), Msg: fmt.Sprintf("%q is not a connected account id", a), Hint: `use acct_… or "" for the platform`}
+		}
+	}
+	if strings.HasPrefix(s.apiKey, "pk_") {
+		return &Error{Key: "STRIPE_API_KEY", Msg: "is a publishable key", Hint: "use a secret (sk_…) or restricted (rk_…) key with read access"}
+	}
+	return nil
+}
+
+// ParseTime parses an RFC 3339 time or a date (UTC midnight).
+func ParseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t.UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-11-01T00:00:00Z) nor a date (2026-11-01)", s)
+}

@@ -1,0 +1,772 @@
+package stripefake
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/reconciler/reconciler/models"
+)
+
+// Account is one Stripe account held by the fake: the platform account ("")
+// or a connected account selected with the Stripe-Account header. Its builder
+// methods record object changes and emit the events Stripe would; they panic
+// on misuse (unknown ids), as befits a test helper. All methods are safe for
+// concurrent use.
+type Account struct {
+	id  string
+	ids idCodec
+
+	mu sync.RWMutex
+
+	pis      []piObj
+	charges  []chargeObj
+	refunds  []refundObj
+	disputes []disputeObj
+	payouts  []payoutObj
+	bts      []btObj
+
+	piOrder     order
+	refundOrder order
+	payoutOrder order
+	btOrder     order
+
+	events     []eventRec
+	eventOrder order
+	facts      []factRec
+	arena      arena
+	types      []string
+	typeIdx    map[string]uint16
+	scratch    []byte
+
+	// unpaid holds captured charges not yet paid out, kept sorted by
+	// capture time lazily (unpaidDirty); orphans holds refund balance
+	// transactions created after their charge was paid out.
+	unpaid      []int32
+	unpaidDirty bool
+	orphans     []int32
+}
+
+func newAccount(id string, seed int64) *Account {
+	return &Account{id: id, ids: newIDCodec(seed, id), typeIdx: map[string]uint16{}}
+}
+
+// ID returns the account id ("" for the platform account).
+func (a *Account) ID() string { return a.id }
+
+// ---- objects -------------------------------------------------------------
+
+type piObj struct {
+	amount, received, capturable int64
+	created, canceledAt          int64
+	currency, status             string
+	cancelReason                 string
+	name, email                  string
+	charge                       int32 // -1: none
+	manual                       bool
+}
+
+type chargeObj struct {
+	amount, amountRefunded int64
+	created, capturedAt    int64
+	pi                     int32
+	bt                     int32 // -1 until captured
+	payout                 int32 // -1 until paid out
+	refunds                []int32
+	captured, refunded     bool
+	disputed               bool
+}
+
+type refundObj struct {
+	amount, created int64
+	charge          int32
+	bt, failBT      int32 // -1: none
+	status          string
+}
+
+type disputeObj struct {
+	amount, created int64
+	charge          int32
+	status          string
+}
+
+type payoutObj struct {
+	amount, created, arrival int64
+	currency                 string
+	bts                      []int32
+}
+
+const (
+	btCharge uint8 = iota
+	btRefund
+	btRefundFailure
+)
+
+var btTypeName = [...]string{"charge", "refund", "refund_failure"}
+
+type btObj struct {
+	amount, created, availableOn int64
+	src                          int32 // charge index (btCharge) or refund index
+	payout                       int32 // -1: not paid out
+	typ                          uint8
+}
+
+// ---- events and facts ----------------------------------------------------
+
+type eventRec struct {
+	created   int64
+	chunk     uint32
+	off       uint32
+	n         uint32
+	typ       uint16
+	factStart int32
+}
+
+type factRec struct {
+	amountRefunded int64
+	pi             int32
+	state          uint8 // 0 none, else index+1 in models.States
+}
+
+func stateCode(s models.State) uint8 {
+	if s == models.StateNone {
+		return 0
+	}
+	for i, v := range models.States {
+		if v == s {
+			return uint8(i + 1)
+		}
+	}
+	panic(fmt.Sprintf("stripefake: unknown state %q", s))
+}
+
+func stateOf(c uint8) models.State {
+	if c == 0 {
+		return models.StateNone
+	}
+	return models.States[c-1]
+}
+
+// arena stores the pre-marshalled object JSON of every event in large
+// pointer-free chunks, so a million events cost few allocations and no GC
+// scanning.
+type arena struct{ chunks [][]byte }
+
+const chunkSize = 4 << 20
+
+func (ar *arena) put(p []byte) (chunk, off uint32) {
+	if n := len(ar.chunks); n == 0 || cap(ar.chunks[n-1])-len(ar.chunks[n-1]) < len(p) {
+		ar.chunks = append(ar.chunks, make([]byte, 0, max(chunkSize, len(p))))
+	}
+	i := len(ar.chunks) - 1
+	off = uint32(len(ar.chunks[i]))
+	ar.chunks[i] = append(ar.chunks[i], p...)
+	return uint32(i), off
+}
+
+func (ar *arena) get(chunk, off, n uint32) []byte {
+	return ar.chunks[chunk][off : off+n : off+n]
+}
+
+// order keeps the indices of one collection sorted by (created, index),
+// sorting lazily only after an out-of-order append.
+type order struct {
+	idx   []int32
+	dirty bool
+}
+
+func (o *order) add(i int32, created int64, createdOf func(int32) int64) {
+	if !o.dirty && len(o.idx) > 0 && createdOf(o.idx[len(o.idx)-1]) > created {
+		o.dirty = true
+	}
+	o.idx = append(o.idx, i)
+}
+
+func (o *order) fix(createdOf func(int32) int64) {
+	if !o.dirty {
+		return
+	}
+	slices.SortFunc(o.idx, func(x, y int32) int {
+		cx, cy := createdOf(x), createdOf(y)
+		switch {
+		case cx < cy:
+			return -1
+		case cx > cy:
+			return 1
+		}
+		return int(x) - int(y)
+	})
+	o.dirty = false
+}
+
+func (a *Account) piCreated(i int32) int64     { return a.pis[i].created }
+func (a *Account) refundCreated(i int32) int64 { return a.refunds[i].created }
+func (a *Account) payoutCreated(i int32) int64 { return a.payouts[i].created }
+func (a *Account) btCreated(i int32) int64     { return a.bts[i].created }
+func (a *Account) eventCreated(i int32) int64  { return a.events[i].created }
+
+func (a *Account) dirty() bool {
+	return a.eventOrder.dirty || a.piOrder.dirty || a.refundOrder.dirty || a.payoutOrder.dirty || a.btOrder.dirty
+}
+
+func (a *Account) fixOrders() {
+	a.eventOrder.fix(a.eventCreated)
+	a.piOrder.fix(a.piCreated)
+	a.refundOrder.fix(a.refundCreated)
+	a.payoutOrder.fix(a.payoutCreated)
+	a.btOrder.fix(a.btCreated)
+}
+
+// rlock takes the read lock with every order sorted.
+func (a *Account) rlock() {
+	for {
+		a.mu.RLock()
+		if !a.dirty() {
+			return
+		}
+		a.mu.RUnlock()
+		a.mu.Lock()
+		a.fixOrders()
+		a.mu.Unlock()
+	}
+}
+
+func (a *Account) typeCode(t string) uint16 {
+	if c, ok := a.typeIdx[t]; ok {
+		return c
+	}
+	c := uint16(len(a.types))
+	a.types = append(a.types, t)
+	a.typeIdx[t] = c
+	return c
+}
+
+// emit records one event whose data.object is rendered by render now (the
+// snapshot), with its implied facts.
+func (a *Account) emit(typ string, at int64, render func([]byte) []byte, facts ...factRec) {
+	a.scratch = render(a.scratch[:0])
+	chunk, off := a.arena.put(a.scratch)
+	seq := int32(len(a.events))
+	a.events = append(a.events, eventRec{
+		created: at, chunk: chunk, off: off, n: uint32(len(a.scratch)),
+		typ: a.typeCode(typ), factStart: int32(len(a.facts)),
+	})
+	a.facts = append(a.facts, facts...)
+	a.eventOrder.add(seq, at, a.eventCreated)
+}
+
+func (a *Account) eventFacts(seq int) []factRec {
+	end := len(a.facts)
+	if seq+1 < len(a.events) {
+		end = int(a.events[seq+1].factStart)
+	}
+	return a.facts[a.events[seq].factStart:end]
+}
+
+// ---- lookups -------------------------------------------------------------
+
+func (a *Account) mustPI(id string) int32 {
+	i := a.ids.decode(kPI, id, len(a.pis))
+	if i < 0 {
+		panic(fmt.Sprintf("stripefake: unknown payment intent %q in account %q", id, a.id))
+	}
+	return int32(i)
+}
+
+func secs(t time.Time) int64 { return t.Unix() }
+
+func (a *Account) piFact(pi int32, s models.State) factRec {
+	return factRec{pi: pi, state: stateCode(s)}
+}
+
+// capturedRefunded is the charge's amount_refunded of captured money.
+func (a *Account) capturedRefunded(ch int32) int64 {
+	c := &a.charges[ch]
+	if !c.captured {
+		return 0
+	}
+	return c.amountRefunded
+}
+
+func (a *Account) renderPI(pi int32) func([]byte) []byte {
+	return func(b []byte) []byte { return a.appendPI(b, pi, expandNone) }
+}
+
+func (a *Account) renderCharge(ch int32) func([]byte) []byte {
+	return func(b []byte) []byte { return a.appendCharge(b, ch, false) }
+}
+
+// ---- builder -------------------------------------------------------------
+
+var (
+	firstNames = []string{"Olivia", "Amelia", "Isla", "Ava", "Mia", "Ivy", "Lily", "Isabella", "Rosie", "Sophia",
+		"Oliver", "George", "Noah", "Arthur", "Harry", "Leo", "Muhammad", "Jack", "Charlie", "Oscar",
+		"Priya", "Aisha", "Chen", "Mateo", "Zofia", "Kwame", "Siobhan", "Ffion", "Hamish", "Ewan"}
+	lastNames = []string{"Smith", "Jones", "Williams", "Taylor", "Brown", "Davies", "Evans", "Wilson", "Thomas", "Johnson",
+		"Roberts", "Robinson", "Thompson", "Wright", "Walker", "White", "Edwards", "Hughes", "Green", "Hall",
+		"Patel", "Khan", "Nowak", "O'Brien", "MacDonald", "Okafor", "García", "Kowalski", "Murphy", "Lewis"}
+	emailDomains = []string{"example.com", "example.co.uk", "mail.example.org", "example.net"}
+)
+
+func personFor(x uint64) (name, email string) {
+	f := firstNames[x%uint64(len(firstNames))]
+	x /= uint64(len(firstNames))
+	l := lastNames[x%uint64(len(lastNames))]
+	x /= uint64(len(lastNames))
+	d := emailDomains[x%uint64(len(emailDomains))]
+	x /= uint64(len(emailDomains))
+	local := make([]byte, 0, 32)
+	for _, s := range []string{f, ".", l} {
+		for _, r := range s {
+			switch {
+			case r >= 'A' && r <= 'Z':
+				local = append(local, byte(r+'a'-'A'))
+			case r >= 'a' && r <= 'z' || r == '.':
+				local = append(local, byte(r))
+			case r == 'í':
+				local = append(local, 'i')
+			}
+		}
+	}
+	local = fmt.Appendf(local, "%d@%s", x%1000, d)
+	return f + " " + l, string(local)
+}
+
+func (a *Account) createPayment(amount int64, currency string, manual bool, at int64, name, email string) int32 {
+	pi := int32(len(a.pis))
+	if name == "" && email == "" {
+		name, email = personFor(splitmix64(a.ids.key ^ uint64(pi)*0x51AF))
+	}
+	a.pis = append(a.pis, piObj{
+		amount: amount, created: at, currency: lowerASCII(currency),
+		status: "requires_payment_method", name: name, email: email, charge: -1, manual: manual,
+	})
+	a.piOrder.add(pi, at, a.piCreated)
+	a.emit("payment_intent.created", at, a.renderPI(pi), a.piFact(pi, models.StateCreated))
+	return pi
+}
+
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 'A' && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := range b {
+				if b[j] >= 'A' && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// CreatePayment creates a payment intent (status requires_payment_method)
+// with a deterministic, realistic customer name and e-mail, emits
+// payment_intent.created and returns its id. Implied state: created.
+func (a *Account) CreatePayment(amount int64, currency string, manualCapture bool, at time.Time) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ids.id(kPI, int(a.createPayment(amount, currency, manualCapture, secs(at), "", "")))
+}
+
+// SetCustomer replaces the customer name and e-mail (metadata, receipt_email
+// and billing_details) of a payment; it emits no event.
+func (a *Account) SetCustomer(pi, name, email string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := &a.pis[a.mustPI(pi)]
+	p.name, p.email = name, email
+}
+
+func (a *Account) newCharge(pi int32, at int64) int32 {
+	ch := int32(len(a.charges))
+	a.charges = append(a.charges, chargeObj{amount: a.pis[pi].amount, created: at, pi: pi, bt: -1, payout: -1})
+	a.pis[pi].charge = ch
+	return ch
+}
+
+func (a *Account) authorise(pi int32, at int64) {
+	p := &a.pis[pi]
+	if p.charge < 0 || a.charges[p.charge].captured {
+		a.newCharge(pi, at)
+	}
+	p.status = "requires_capture"
+	p.capturable = p.amount
+	a.emit("payment_intent.amount_capturable_updated", at, a.renderPI(pi), a.piFact(pi, models.StateAuthorised))
+}
+
+// Authorise creates the payment's uncaptured charge and moves the payment
+// intent to requires_capture; emits payment_intent.amount_capturable_updated.
+// Implied state: authorised.
+func (a *Account) Authorise(pi string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.authorise(a.mustPI(pi), secs(at))
+}
+
+func (a *Account) capture(pi int32, at int64) {
+	p := &a.pis[pi]
+	ch := p.charge
+	if ch < 0 || a.charges[ch].captured || a.charges[ch].refunded {
+		ch = a.newCharge(pi, at)
+	}
+	c := &a.charges[ch]
+	c.captured = true
+	c.capturedAt = at
+	bt := int32(len(a.bts))
+	a.bts = append(a.bts, btObj{amount: c.amount, created: at, availableOn: at + 2*86400, src: ch, payout: -1, typ: btCharge})
+	a.btOrder.add(bt, at, a.btCreated)
+	c.bt = bt
+	if n := len(a.unpaid); n > 0 && a.charges[a.unpaid[n-1]].capturedAt > at {
+		a.unpaidDirty = true
+	}
+	a.unpaid = append(a.unpaid, ch)
+	p.status = "succeeded"
+	p.received = p.amount
+	p.capturable = 0
+	a.emit("payment_intent.succeeded", at, a.renderPI(pi), a.piFact(pi, models.StateCaptured))
+	if p.manual {
+		a.emit("charge.captured", at, a.renderCharge(ch), factRec{pi: pi, state: stateCode(models.StateCaptured), amountRefunded: a.capturedRefunded(ch)})
+	}
+}
+
+// Capture captures the payment (creating its charge if it has none): the
+// payment intent becomes succeeded and the charge captured. Emits
+// payment_intent.succeeded and, for manual capture, charge.captured in the
+// same second. Implied state: captured.
+func (a *Account) Capture(pi string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.capture(a.mustPI(pi), secs(at))
+}
+
+func (a *Account) failAttempt(pi int32, at int64) {
+	a.pis[pi].status = "requires_payment_method"
+	a.pis[pi].capturable = 0
+	a.emit("payment_intent.payment_failed", at, a.renderPI(pi), a.piFact(pi, models.StateCreated))
+}
+
+// FailAttempt records a failed payment attempt: the payment intent returns to
+// requires_payment_method; emits payment_intent.payment_failed. Implied
+// state: created (Stripe payment failures are not final).
+func (a *Account) FailAttempt(pi string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failAttempt(a.mustPI(pi), secs(at))
+}
+
+func (a *Account) cancel(pi int32, at int64) {
+	p := &a.pis[pi]
+	p.status = "canceled"
+	p.canceledAt = at
+	p.capturable = 0
+	a.emit("payment_intent.canceled", at, a.renderPI(pi), a.piFact(pi, models.StateCanceled))
+	if ch := p.charge; ch >= 0 && !a.charges[ch].captured && !a.charges[ch].refunded {
+		c := &a.charges[ch]
+		c.refunded = true
+		c.amountRefunded = c.amount
+		a.emit("charge.refunded", at, a.renderCharge(ch), factRec{pi: pi})
+	}
+}
+
+// Cancel cancels the payment intent (canceled_at = at). An uncaptured charge
+// is released the way Stripe does it: refunded=true, amount_refunded=amount,
+// captured=false, and a charge.refunded event follows payment_intent.canceled
+// (the trap: no captured money was refunded). Implied state: canceled, with
+// amount_refunded staying 0.
+func (a *Account) Cancel(pi string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cancel(a.mustPI(pi), secs(at))
+}
+
+func (a *Account) refund(pi int32, amount int64, at int64) int32 {
+	ch := a.pis[pi].charge
+	if ch < 0 || !a.charges[ch].captured {
+		panic(fmt.Sprintf("stripefake: refund of payment %s without captured charge", a.ids.id(kPI, int(pi))))
+	}
+	c := &a.charges[ch]
+	if amount <= 0 || amount > c.amount-c.amountRefunded {
+		amount = c.amount - c.amountRefunded
+	}
+	re := int32(len(a.refunds))
+	bt := int32(len(a.bts))
+	a.bts = append(a.bts, btObj{amount: -amount, created: at, availableOn: at, src: re, payout: -1, typ: btRefund})
+	a.btOrder.add(bt, at, a.btCreated)
+	if c.payout >= 0 {
+		a.orphans = append(a.orphans, bt)
+	}
+	a.refunds = append(a.refunds, refundObj{amount: amount, created: at, charge: ch, bt: bt, failBT: -1, status: "succeeded"})
+	a.refundOrder.add(re, at, a.refundCreated)
+	c.refunds = append(c.refunds, re)
+	c.amountRefunded += amount
+	c.refunded = c.amountRefunded >= c.amount
+	st := models.StateNone
+	if c.refunded {
+		st = models.StateRefunded
+	}
+	a.emit("charge.refunded", at, a.renderCharge(ch), factRec{pi: pi, state: stateCode(st), amountRefunded: c.amountRefunded})
+	return re
+}
+
+// Refund refunds captured money of the payment (amount <= 0 or more than the
+// remainder refunds the remainder) with a succeeded refund and its
+// balance transaction; charge.amount_refunded grows and refunded becomes true
+// when it reaches the amount. Emits charge.refunded (charge snapshot) and
+// returns the refund id. Implied: state refunded only when fully refunded;
+// amount_refunded = the new total.
+func (a *Account) Refund(pi string, amount int64, at time.Time) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ids.id(kRefund, int(a.refund(a.mustPI(pi), amount, secs(at))))
+}
+
+func (a *Account) failRefund(re int32, at int64) {
+	r := &a.refunds[re]
+	if r.status == "failed" {
+		panic(fmt.Sprintf("stripefake: refund %s already failed", a.ids.id(kRefund, int(re))))
+	}
+	r.status = "failed"
+	c := &a.charges[r.charge]
+	c.amountRefunded -= r.amount
+	c.refunded = false
+	bt := int32(len(a.bts))
+	a.bts = append(a.bts, btObj{amount: r.amount, created: at, availableOn: at, src: re, payout: -1, typ: btRefundFailure})
+	a.btOrder.add(bt, at, a.btCreated)
+	r.failBT = bt
+	if c.payout >= 0 {
+		a.orphans = append(a.orphans, bt)
+	}
+	a.emit("charge.refund.updated", at, func(b []byte) []byte { return a.appendRefund(b, re) }, factRec{pi: c.pi})
+}
+
+// FailRefund marks a refund failed (with a refund_failure balance
+// transaction); the charge's amount_refunded is reduced back and refunded
+// becomes false. Emits charge.refund.updated (refund snapshot). Implied: no
+// state change (a revert the webhooks do not apply).
+func (a *Account) FailRefund(refundID string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	re := a.ids.decode(kRefund, refundID, len(a.refunds))
+	if re < 0 {
+		panic(fmt.Sprintf("stripefake: unknown refund %q", refundID))
+	}
+	a.failRefund(int32(re), secs(at))
+}
+
+func (a *Account) dispute(pi int32, at int64) int32 {
+	ch := a.pis[pi].charge
+	if ch < 0 {
+		panic(fmt.Sprintf("stripefake: dispute of payment %s without charge", a.ids.id(kPI, int(pi))))
+	}
+	dp := int32(len(a.disputes))
+	a.disputes = append(a.disputes, disputeObj{amount: a.charges[ch].amount, created: at, charge: ch, status: "needs_response"})
+	a.charges[ch].disputed = true
+	a.emit("charge.dispute.created", at, func(b []byte) []byte { return a.appendDispute(b, dp) }, factRec{pi: pi})
+	return dp
+}
+
+// Dispute opens a dispute (status needs_response) on the payment's charge
+// and sets charge.disputed; emits charge.dispute.created and returns the
+// dispute id. Implied: no state change.
+func (a *Account) Dispute(pi string, at time.Time) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ids.id(kDispute, int(a.dispute(a.mustPI(pi), secs(at))))
+}
+
+func (a *Account) closeDispute(dp int32, status string, at int64) {
+	d := &a.disputes[dp]
+	d.status = status
+	st := models.StateNone
+	if status == "lost" {
+		st = models.StateChargeback
+	}
+	a.emit("charge.dispute.closed", at, func(b []byte) []byte { return a.appendDispute(b, dp) },
+		factRec{pi: a.charges[d.charge].pi, state: stateCode(st)})
+}
+
+// CloseDispute closes a dispute with status "lost" or "won" (any other
+// string is stored as is); emits charge.dispute.closed. Implied: lost →
+// chargeback; otherwise no state change.
+func (a *Account) CloseDispute(disputeID string, status string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	dp := a.ids.decode(kDispute, disputeID, len(a.disputes))
+	if dp < 0 {
+		panic(fmt.Sprintf("stripefake: unknown dispute %q", disputeID))
+	}
+	a.closeDispute(int32(dp), status, secs(at))
+}
+
+// payout sweeps the given charges (all captured and not yet paid out) plus
+// their refund balance transactions created at or before at, and any orphan
+// refund balance transactions created at or before at.
+func (a *Account) payout(at int64, charges []int32) int32 {
+	po := int32(len(a.payouts))
+	var bts []int32
+	take := func(bt int32) {
+		if bt >= 0 && a.bts[bt].payout < 0 {
+			a.bts[bt].payout = po
+			bts = append(bts, bt)
+		}
+	}
+	facts := make([]factRec, 0, len(charges))
+	for _, ch := range charges {
+		c := &a.charges[ch]
+		c.payout = po
+		take(c.bt)
+		for _, re := range c.refunds {
+			r := &a.refunds[re]
+			for _, bt := range []int32{r.bt, r.failBT} {
+				if bt < 0 || a.bts[bt].payout >= 0 {
+					continue
+				}
+				if a.bts[bt].created <= at {
+					take(bt)
+				} else {
+					a.orphans = append(a.orphans, bt)
+				}
+			}
+		}
+		facts = append(facts, factRec{pi: c.pi, state: stateCode(models.StateSettled)})
+	}
+	keep := a.orphans[:0]
+	for _, bt := range a.orphans {
+		switch {
+		case a.bts[bt].payout >= 0:
+		case a.bts[bt].created <= at:
+			take(bt)
+		default:
+			keep = append(keep, bt)
+		}
+	}
+	a.orphans = keep
+	slices.SortFunc(bts, func(x, y int32) int {
+		if c := a.bts[x].created - a.bts[y].created; c != 0 {
+			if c < 0 {
+				return -1
+			}
+			return 1
+		}
+		return int(x) - int(y)
+	})
+	var amount int64
+	cur := ""
+	for _, bt := range bts {
+		amount += a.bts[bt].amount
+		if cur == "" {
+			cur = a.btCurrency(bt)
+		}
+	}
+	if cur == "" {
+		cur = "gbp"
+		if len(a.pis) > 0 {
+			cur = a.pis[0].currency
+		}
+	}
+	a.payouts = append(a.payouts, payoutObj{amount: amount, created: at, arrival: at, currency: cur, bts: bts})
+	a.payoutOrder.add(po, at, a.payoutCreated)
+	a.emit("payout.paid", at, func(b []byte) []byte { return a.appendPayout(b, po) }, facts...)
+	return po
+}
+
+// Payout creates a paid payout (payout.paid, created = at) sweeping the
+// balance transactions of the given payments' captured charges that were not
+// yet paid out, plus their refunds' balance transactions (and earlier
+// unswept refund balance transactions). Returns the payout id. Implied:
+// settled at `at` for each payment whose charge it swept.
+func (a *Account) Payout(at time.Time, pis ...string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var chs []int32
+	for _, id := range pis {
+		pi := a.mustPI(id)
+		if ch := a.pis[pi].charge; ch >= 0 && a.charges[ch].captured && a.charges[ch].payout < 0 && !slices.Contains(chs, ch) {
+			chs = append(chs, ch)
+		}
+	}
+	return a.ids.id(kPayout, int(a.payout(secs(at), chs)))
+}
+
+func (a *Account) payoutCaptured(at int64, minAge time.Duration) int32 {
+	if a.unpaidDirty {
+		slices.SortStableFunc(a.unpaid, func(x, y int32) int {
+			cx, cy := a.charges[x].capturedAt, a.charges[y].capturedAt
+			switch {
+			case cx < cy:
+				return -1
+			case cx > cy:
+				return 1
+			}
+			return int(x) - int(y)
+		})
+		a.unpaidDirty = false
+	}
+	cutoff := at - int64(minAge/time.Second)
+	k := sort.Search(len(a.unpaid), func(i int) bool { return a.charges[a.unpaid[i]].capturedAt > cutoff })
+	var chs []int32
+	for _, ch := range a.unpaid[:k] {
+		if a.charges[ch].payout < 0 {
+			chs = append(chs, ch)
+		}
+	}
+	a.unpaid = a.unpaid[k:]
+	if len(chs) == 0 {
+		return -1
+	}
+	return a.payout(at, chs)
+}
+
+// PayoutCaptured creates a payout sweeping every captured, not yet paid out
+// charge captured at least minAge before at (see Payout). It returns "" and
+// creates nothing when there is no such charge.
+func (a *Account) PayoutCaptured(at time.Time, minAge time.Duration) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	po := a.payoutCaptured(secs(at), minAge)
+	if po < 0 {
+		return ""
+	}
+	return a.ids.id(kPayout, int(po))
+}
+
+// SetRawStatus sets the payment intent's status to any raw string and emits
+// eventType with that snapshot. Implied: no state change.
+func (a *Account) SetRawStatus(pi, status, eventType string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i := a.mustPI(pi)
+	a.pis[i].status = status
+	a.emit(eventType, secs(at), a.renderPI(i), a.piFact(i, models.StateNone))
+}
+
+// piEventState is the state a payment_intent event type implies.
+func piEventState(t string) models.State {
+	switch t {
+	case "payment_intent.created", "payment_intent.payment_failed":
+		return models.StateCreated
+	case "payment_intent.amount_capturable_updated":
+		return models.StateAuthorised
+	case "payment_intent.succeeded":
+		return models.StateCaptured
+	case "payment_intent.canceled":
+		return models.StateCanceled
+	}
+	return models.StateNone
+}
+
+// EmitPI re-emits the payment intent's current snapshot as eventType at `at`
+// without changing it (to craft duplicates and out-of-order deliveries).
+// Implied: the state eventType implies (payment_intent.created and
+// .payment_failed → created, .amount_capturable_updated → authorised,
+// .succeeded → captured, .canceled → canceled; anything else none).
+func (a *Account) EmitPI(pi, eventType string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i := a.mustPI(pi)
+	a.emit(eventType, secs(at), a.renderPI(i), a.piFact(i, piEventState(eventType)))
+}
