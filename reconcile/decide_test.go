@@ -1,0 +1,175 @@
+package reconcile
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/reconciler/reconciler/models"
+)
+
+var t0 = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+
+func ts(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+func tp(sec int) *time.Time {
+	t := ts(sec)
+	return &t
+}
+
+func ch(state models.State, sec int) Change {
+	return Change{ProviderID: "pi_1", State: state, At: ts(sec), Snapshot: true, Amount: 1000, Currency: "gbp", EventID: "evt_" + string(state)}
+}
+
+func kinds(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Kind+"/"+it.Action)
+	}
+	return out
+}
+
+func TestDecideAndClassify(t *testing.T) {
+	row := func(s models.State, sec int) Local {
+		return Local{Exists: true, State: s, At: tp(sec), Amount: 1000, Currency: "gbp"}
+	}
+	settled := func(sec int) Change {
+		c := ch(models.StateSettled, sec)
+		c.Snapshot = false
+		return c
+	}
+	refunded := func(sec int, amt int64) Change {
+		c := ch(models.StateRefunded, sec)
+		c.Snapshot, c.AmountRefunded = false, amt
+		return c
+	}
+	cases := []struct {
+		name      string
+		local     Local
+		changes   []Change
+		wantState models.State
+		wantItems []string
+		wantRef   int64
+	}{
+		{"missing local row is created at the provider's latest state", Local{}, []Change{ch(models.StateCreated, 0), ch(models.StateCaptured, 5)},
+			models.StateCaptured, []string{"missing_local/repaired"}, 0},
+		{"behind: forward transition applied", row(models.StateAuthorised, 0), []Change{ch(models.StateCaptured, 5)},
+			models.StateCaptured, []string{"behind/repaired"}, 0},
+		{"in sync: no item", row(models.StateCaptured, 5), []Change{ch(models.StateCaptured, 5)},
+			models.StateCaptured, nil, 0},
+		{"shuffled input applies oldest first", row(models.StateCreated, 0), []Change{settled(9), ch(models.StateCaptured, 5), ch(models.StateAuthorised, 2)},
+			models.StateSettled, []string{"behind/repaired"}, 0},
+		{"refund then payout ends refunded, not drift", row(models.StateCaptured, 0), []Change{settled(20), refunded(10, 1000)},
+			models.StateRefunded, []string{"behind/repaired"}, 1000},
+		{"payout of an already refunded payment is not drift", row(models.StateRefunded, 10), []Change{settled(20)},
+			models.StateRefunded, nil, 0},
+		{"replayed old event is not drift", row(models.StateSettled, 30), []Change{ch(models.StateCaptured, 5)},
+			models.StateSettled, nil, 0},
+		{"stale: the guard refuses an older fact", row(models.StateSettled, 30), []Change{refunded(10, 1000)},
+			models.StateSettled, []string{"stale/refused"}, 1000},
+		{"conflict: provider state cannot follow ours", row(models.StateCanceled, 3), []Change{ch(models.StateCaptured, 5)},
+			models.StateCanceled, []string{"conflict/refused"}, 0},
+		{"conflict: ours ahead of a later snapshot", row(models.StateCaptured, 3), []Change{ch(models.StateAuthorised, 5)},
+			models.StateCaptured, []string{"conflict/refused"}, 0},
+		{"same second resolves by rank", row(models.StateAuthorised, 5), []Change{ch(models.StateCaptured, 5)},
+			models.StateCaptured, []string{"behind/repaired"}, 0},
+		{"unknown status is reported, never guessed", row(models.StateAuthorised, 0), []Change{{ProviderID: "pi_1", At: ts(5), Unknown: true, RawStatus: "requires_reauthorization"}},
+			models.StateAuthorised, []string{"unknown_status/reported"}, 0},
+		{"mismatch is reported and the state still moves", Local{Exists: true, State: models.StateAuthorised, At: tp(0), Amount: 999, Currency: "gbp"}, []Change{ch(models.StateCaptured, 5)},
+			models.StateCaptured, []string{"mismatch/reported", "behind/repaired"}, 0},
+		{"won dispute after a chargeback is a conflict", row(models.StateChargeback, 5), []Change{{ProviderID: "pi_1", At: ts(9), Revert: "won.", RevertOnlyFrom: []models.State{models.StateChargeback}, RawStatus: "dispute_won"}},
+			models.StateChargeback, []string{"conflict/refused"}, 0},
+		{"won dispute on a captured payment is nothing", row(models.StateCaptured, 5), []Change{{ProviderID: "pi_1", At: ts(9), Revert: "won.", RevertOnlyFrom: []models.State{models.StateChargeback}}},
+			models.StateCaptured, nil, 0},
+		{"partial refund raises amount_refunded only", row(models.StateSettled, 5), []Change{{ProviderID: "pi_1", At: ts(9), AmountRefunded: 300}},
+			models.StateSettled, []string{"behind/repaired"}, 300},
+		{"canceled payments keep amount_refunded 0", Local{}, []Change{ch(models.StateAuthorised, 1), ch(models.StateCanceled, 5)},
+			models.StateCanceled, []string{"missing_local/repaired"}, 0},
+		{"chargeback after refund", row(models.StateRefunded, 5), []Change{ch(models.StateChargeback, 9)},
+			models.StateChargeback, []string{"behind/repaired"}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := Decide(c.local, c.changes)
+			after, applied, ins := Simulate(c.local, p)
+			items := Classify(c.local, after, p, applied, ins)
+			if after.State != c.wantState {
+				t.Errorf("state = %s, want %s", after.State, c.wantState)
+			}
+			if after.AmountRefunded != c.wantRef {
+				t.Errorf("amount_refunded = %d, want %d", after.AmountRefunded, c.wantRef)
+			}
+			got := kinds(items)
+			if len(got) != len(c.wantItems) {
+				t.Fatalf("items = %v, want %v", got, c.wantItems)
+			}
+			for i := range got {
+				if got[i] != c.wantItems[i] {
+					t.Fatalf("items = %v, want %v", got, c.wantItems)
+				}
+			}
+			// Deciding again from the result changes nothing: a rerun is a no-op.
+			p2 := Decide(after, c.changes)
+			after2, applied2, _ := Simulate(after, p2)
+			if len(applied2) != 0 || after2.State != after.State || after2.AmountRefunded != after.AmountRefunded {
+				t.Errorf("rerun moved the row: %+v → %+v", after, after2)
+			}
+		})
+	}
+}
+
+// FuzzDecide: for any local row and any facts, the decision never moves a
+// row backwards, is independent of the order facts arrive in and of
+// duplicates, and reaches a fixed point after one application.
+func FuzzDecide(f *testing.F) {
+	f.Add(uint8(2), uint8(3), []byte{1, 5, 4, 9, 2, 2}, uint64(1))
+	f.Add(uint8(0), uint8(0), []byte{7, 1, 4, 1}, uint64(3))
+	f.Fuzz(func(t *testing.T, ls uint8, lt uint8, data []byte, seed uint64) {
+		var local Local
+		if ls%9 != 0 {
+			local = Local{Exists: true, State: models.States[int(ls%9)-1], At: tp(int(lt % 20)), Amount: 1000, Currency: "gbp"}
+		}
+		var cs []Change
+		for i := 0; i+1 < len(data) && len(cs) < 12; i += 2 {
+			c := Change{ProviderID: "pi_1", At: ts(int(data[i+1] % 20)), Amount: 1000, Currency: "gbp", Snapshot: data[i]&0x80 != 0}
+			switch k := int(data[i] & 0x0f); {
+			case k < len(models.States):
+				c.State = models.States[k]
+				if c.State == models.StateRefunded {
+					c.AmountRefunded = 1000
+				}
+			case k == 9:
+				c.AmountRefunded = 400
+			case k == 10:
+				c.Unknown, c.RawStatus = true, "weird"
+			}
+			cs = append(cs, c)
+		}
+		p := Decide(local, cs)
+		after, applied, _ := Simulate(local, p)
+		if local.Exists && after.State != local.State {
+			if !models.CanReach(local.State, after.State) {
+				t.Fatalf("moved backwards %s → %s", local.State, after.State)
+			}
+			if after.At.Before(*local.At) {
+				t.Fatalf("moved back in time")
+			}
+		}
+		if after.AmountRefunded < local.AmountRefunded {
+			t.Fatalf("amount_refunded fell")
+		}
+		rng := rand.New(rand.NewPCG(seed, 7))
+		shuffled := append([]Change(nil), cs...)
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		if len(shuffled) > 0 {
+			shuffled = append(shuffled, shuffled[rng.IntN(len(shuffled))])
+		}
+		after2, _, _ := Simulate(local, Decide(local, shuffled))
+		if after2.State != after.State || after2.AmountRefunded != after.AmountRefunded {
+			t.Fatalf("order or duplicates changed the result: %s vs %s", after.State, after2.State)
+		}
+		after3, applied3, _ := Simulate(after, Decide(after, cs))
+		if len(applied3) != 0 || after3.State != after.State {
+			t.Fatalf("not a fixed point after %v: applied %v", applied, applied3)
+		}
+	})
+}
