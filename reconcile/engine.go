@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -296,10 +299,15 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 		}
 		byID[c.ProviderID] = append(byID[c.ProviderID], c)
 	}
+	// A fixed lock order (payments by id, events by id) keeps concurrent runs
+	// and the live worker from deadlocking in most cases; the rest retry.
+	slices.Sort(order)
+	events := slices.Clone(p.Events)
+	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.ID, b.ID) })
 	var c counts
-	c.Events = int64(len(p.Events))
 	provider := e.o.Provider.Name()
-	err := e.st.tx(wctx, func(tx *gorm.DB) error {
+	err := e.st.retryTx(wctx, func(tx *gorm.DB) error {
+		c = counts{Events: int64(len(p.Events))}
 		before, err := e.st.load(tx, provider, order)
 		if err != nil {
 			return err
@@ -415,15 +423,15 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 				}
 			}
 		}
-		evs := make([]eventRow, 0, len(p.Events)+len(recon))
+		evs := make([]eventRow, 0, len(events)+len(recon))
 		evIDs := make([]string, 0, cap(evs))
-		for _, ev := range p.Events {
+		for _, ev := range events {
 			evs = append(evs, eventRow{EventID: ev.ID, EventType: ev.Type, Payload: ev.Payload})
 			evIDs = append(evIDs, ev.ID)
 		}
-		for _, ev := range recon {
-			evs = append(evs, ev)
-			evIDs = append(evIDs, ev.EventID)
+		for _, id := range slices.Sorted(maps.Keys(recon)) {
+			evs = append(evs, recon[id])
+			evIDs = append(evIDs, id)
 		}
 		if e.o.DryRun {
 			n, err := e.st.missingEvents(tx, provider, evIDs)

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/models"
@@ -38,6 +40,25 @@ func (s *store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return s.db.WithContext(ctx).Transaction(fn)
 }
 
+// retryTx is tx, retried when PostgreSQL aborts it for a deadlock or a
+// serialization failure. Every statement is guarded, so a retry is safe.
+func (s *store) retryTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	var err error
+	for attempt := 0; attempt < 8; attempt++ {
+		if err = s.tx(ctx, fn); !Retryable(err) {
+			return err
+		}
+		time.Sleep(time.Duration(1+rand.IntN(20<<attempt)) * time.Millisecond)
+	}
+	return err
+}
+
+// Retryable reports whether err is a deadlock or serialization failure.
+func Retryable(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && (pg.Code == "40P01" || pg.Code == "40001")
+}
+
 func jsonArg(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
@@ -64,7 +85,8 @@ func (s *store) load(tx *gorm.DB, provider string, ids []string) (map[string]Loc
 	}
 	var rows []localRow
 	if err := s.scan(tx, &rows, `SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded
-		FROM payments WHERE provider = ? AND provider_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))`, provider, arg); err != nil {
+		FROM payments WHERE provider = ? AND provider_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))
+		ORDER BY provider_id`, provider, arg); err != nil {
 		return nil, fmt.Errorf("load payments: %w", err)
 	}
 	out := make(map[string]Local, len(rows))

@@ -36,10 +36,11 @@ type Account struct {
 	events     []eventRec
 	eventOrder order
 	facts      []factRec
-	arena      arena
 	types      []string
 	typeIdx    map[string]uint16
-	scratch    []byte
+	statuses   []string
+	statusIdx  map[string]uint16
+	persons    []person
 
 	// unpaid holds captured charges not yet paid out, kept sorted by
 	// capture time lazily (unpaidDirty); orphans holds refund balance
@@ -50,7 +51,7 @@ type Account struct {
 }
 
 func newAccount(id string, seed int64) *Account {
-	return &Account{id: id, ids: newIDCodec(seed, id), typeIdx: map[string]uint16{}}
+	return &Account{id: id, ids: newIDCodec(seed, id), typeIdx: map[string]uint16{}, statusIdx: map[string]uint16{}}
 }
 
 // ID returns the account id ("" for the platform account).
@@ -63,10 +64,14 @@ type piObj struct {
 	created, canceledAt          int64
 	currency, status             string
 	cancelReason                 string
-	name, email                  string
+	person                       int32 // index in Account.persons
 	charge                       int32 // -1: none
 	manual                       bool
 }
+
+// person is a customer's personal data (realistic PII, so that tests can
+// prove it never leaks into reports).
+type person struct{ name, email string }
 
 type chargeObj struct {
 	amount, amountRefunded int64
@@ -115,14 +120,34 @@ type btObj struct {
 
 // ---- events and facts ----------------------------------------------------
 
+// eventRec is one event. Instead of pre-marshalled JSON (about 550 bytes an
+// event, too much at millions of events) it keeps a compact snapshot of the
+// object's mutable fields right after the change; the JSON is rendered from
+// it when listed, which costs about a microsecond an event.
 type eventRec struct {
 	created   int64
-	chunk     uint32
-	off       uint32
-	n         uint32
-	typ       uint16
+	snap      snapRec
 	factStart int32
+	typ       uint16
 }
+
+// snapRec holds the mutable fields of the event's object at emission; the
+// immutable ones are read from the live object.
+type snapRec struct {
+	a, b, c int64 // PI: received, capturable, canceledAt; charge: amountRefunded
+	obj     int32
+	ref     int32 // PI: charge; charge: balance transaction; refund: failure BT
+	person  int32 // PI and charge
+	status  uint16
+	flags   uint8 // charge: captured, refunded, disputed
+	kind    kind
+}
+
+const (
+	flagCaptured = 1 << iota
+	flagRefunded
+	flagDisputed
+)
 
 type factRec struct {
 	amountRefunded int64
@@ -147,27 +172,6 @@ func stateOf(c uint8) models.State {
 		return models.StateNone
 	}
 	return models.States[c-1]
-}
-
-// arena stores the pre-marshalled object JSON of every event in large
-// pointer-free chunks, so a million events cost few allocations and no GC
-// scanning.
-type arena struct{ chunks [][]byte }
-
-const chunkSize = 4 << 20
-
-func (ar *arena) put(p []byte) (chunk, off uint32) {
-	if n := len(ar.chunks); n == 0 || cap(ar.chunks[n-1])-len(ar.chunks[n-1]) < len(p) {
-		ar.chunks = append(ar.chunks, make([]byte, 0, max(chunkSize, len(p))))
-	}
-	i := len(ar.chunks) - 1
-	off = uint32(len(ar.chunks[i]))
-	ar.chunks[i] = append(ar.chunks[i], p...)
-	return uint32(i), off
-}
-
-func (ar *arena) get(chunk, off, n uint32) []byte {
-	return ar.chunks[chunk][off : off+n : off+n]
 }
 
 // order keeps the indices of one collection sorted by (created, index),
@@ -243,18 +247,53 @@ func (a *Account) typeCode(t string) uint16 {
 	return c
 }
 
-// emit records one event whose data.object is rendered by render now (the
-// snapshot), with its implied facts.
-func (a *Account) emit(typ string, at int64, render func([]byte) []byte, facts ...factRec) {
-	a.scratch = render(a.scratch[:0])
-	chunk, off := a.arena.put(a.scratch)
+func (a *Account) statusCode(st string) uint16 {
+	if c, ok := a.statusIdx[st]; ok {
+		return c
+	}
+	c := uint16(len(a.statuses))
+	a.statuses = append(a.statuses, st)
+	a.statusIdx[st] = c
+	return c
+}
+
+// emit records one event with the snapshot of its object and its implied
+// facts.
+func (a *Account) emit(typ string, at int64, snap snapRec, facts ...factRec) {
 	seq := int32(len(a.events))
-	a.events = append(a.events, eventRec{
-		created: at, chunk: chunk, off: off, n: uint32(len(a.scratch)),
-		typ: a.typeCode(typ), factStart: int32(len(a.facts)),
-	})
+	a.events = append(a.events, eventRec{created: at, snap: snap, typ: a.typeCode(typ), factStart: int32(len(a.facts))})
 	a.facts = append(a.facts, facts...)
 	a.eventOrder.add(seq, at, a.eventCreated)
+}
+
+func (a *Account) snapPI(pi int32) snapRec {
+	p := &a.pis[pi]
+	return snapRec{kind: kPI, obj: pi, a: p.received, b: p.capturable, c: p.canceledAt, ref: p.charge,
+		person: p.person, status: a.statusCode(p.status)}
+}
+
+func (a *Account) snapCharge(ch int32) snapRec {
+	c := &a.charges[ch]
+	var f uint8
+	if c.captured {
+		f |= flagCaptured
+	}
+	if c.refunded {
+		f |= flagRefunded
+	}
+	if c.disputed {
+		f |= flagDisputed
+	}
+	return snapRec{kind: kCharge, obj: ch, a: c.amountRefunded, ref: c.bt, person: a.pis[c.pi].person, flags: f}
+}
+
+func (a *Account) snapRefund(re int32) snapRec {
+	r := &a.refunds[re]
+	return snapRec{kind: kRefund, obj: re, ref: r.failBT, status: a.statusCode(r.status)}
+}
+
+func (a *Account) snapDispute(dp int32) snapRec {
+	return snapRec{kind: kDispute, obj: dp, status: a.statusCode(a.disputes[dp].status)}
 }
 
 func (a *Account) eventFacts(seq int) []factRec {
@@ -288,14 +327,6 @@ func (a *Account) capturedRefunded(ch int32) int64 {
 		return 0
 	}
 	return c.amountRefunded
-}
-
-func (a *Account) renderPI(pi int32) func([]byte) []byte {
-	return func(b []byte) []byte { return a.appendPI(b, pi, expandNone) }
-}
-
-func (a *Account) renderCharge(ch int32) func([]byte) []byte {
-	return func(b []byte) []byte { return a.appendCharge(b, ch, false) }
 }
 
 // ---- builder -------------------------------------------------------------
@@ -339,12 +370,13 @@ func (a *Account) createPayment(amount int64, currency string, manual bool, at i
 	if name == "" && email == "" {
 		name, email = personFor(splitmix64(a.ids.key ^ uint64(pi)*0x51AF))
 	}
+	a.persons = append(a.persons, person{name, email})
 	a.pis = append(a.pis, piObj{
 		amount: amount, created: at, currency: lowerASCII(currency),
-		status: "requires_payment_method", name: name, email: email, charge: -1, manual: manual,
+		status: "requires_payment_method", person: int32(len(a.persons) - 1), charge: -1, manual: manual,
 	})
 	a.piOrder.add(pi, at, a.piCreated)
-	a.emit("payment_intent.created", at, a.renderPI(pi), a.piFact(pi, models.StateCreated))
+	a.emit("payment_intent.created", at, a.snapPI(pi), a.piFact(pi, models.StateCreated))
 	return pi
 }
 
@@ -373,12 +405,13 @@ func (a *Account) CreatePayment(amount int64, currency string, manualCapture boo
 }
 
 // SetCustomer replaces the customer name and e-mail (metadata, receipt_email
-// and billing_details) of a payment; it emits no event.
+// and billing_details) of a payment from now on; it emits no event, and
+// earlier event snapshots keep the previous values.
 func (a *Account) SetCustomer(pi, name, email string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p := &a.pis[a.mustPI(pi)]
-	p.name, p.email = name, email
+	a.persons = append(a.persons, person{name, email})
+	a.pis[a.mustPI(pi)].person = int32(len(a.persons) - 1)
 }
 
 func (a *Account) newCharge(pi int32, at int64) int32 {
@@ -395,7 +428,7 @@ func (a *Account) authorise(pi int32, at int64) {
 	}
 	p.status = "requires_capture"
 	p.capturable = p.amount
-	a.emit("payment_intent.amount_capturable_updated", at, a.renderPI(pi), a.piFact(pi, models.StateAuthorised))
+	a.emit("payment_intent.amount_capturable_updated", at, a.snapPI(pi), a.piFact(pi, models.StateAuthorised))
 }
 
 // Authorise creates the payment's uncaptured charge and moves the payment
@@ -427,9 +460,9 @@ func (a *Account) capture(pi int32, at int64) {
 	p.status = "succeeded"
 	p.received = p.amount
 	p.capturable = 0
-	a.emit("payment_intent.succeeded", at, a.renderPI(pi), a.piFact(pi, models.StateCaptured))
+	a.emit("payment_intent.succeeded", at, a.snapPI(pi), a.piFact(pi, models.StateCaptured))
 	if p.manual {
-		a.emit("charge.captured", at, a.renderCharge(ch), factRec{pi: pi, state: stateCode(models.StateCaptured), amountRefunded: a.capturedRefunded(ch)})
+		a.emit("charge.captured", at, a.snapCharge(ch), factRec{pi: pi, state: stateCode(models.StateCaptured), amountRefunded: a.capturedRefunded(ch)})
 	}
 }
 
@@ -446,7 +479,7 @@ func (a *Account) Capture(pi string, at time.Time) {
 func (a *Account) failAttempt(pi int32, at int64) {
 	a.pis[pi].status = "requires_payment_method"
 	a.pis[pi].capturable = 0
-	a.emit("payment_intent.payment_failed", at, a.renderPI(pi), a.piFact(pi, models.StateCreated))
+	a.emit("payment_intent.payment_failed", at, a.snapPI(pi), a.piFact(pi, models.StateCreated))
 }
 
 // FailAttempt records a failed payment attempt: the payment intent returns to
@@ -463,12 +496,12 @@ func (a *Account) cancel(pi int32, at int64) {
 	p.status = "canceled"
 	p.canceledAt = at
 	p.capturable = 0
-	a.emit("payment_intent.canceled", at, a.renderPI(pi), a.piFact(pi, models.StateCanceled))
+	a.emit("payment_intent.canceled", at, a.snapPI(pi), a.piFact(pi, models.StateCanceled))
 	if ch := p.charge; ch >= 0 && !a.charges[ch].captured && !a.charges[ch].refunded {
 		c := &a.charges[ch]
 		c.refunded = true
 		c.amountRefunded = c.amount
-		a.emit("charge.refunded", at, a.renderCharge(ch), factRec{pi: pi})
+		a.emit("charge.refunded", at, a.snapCharge(ch), factRec{pi: pi})
 	}
 }
 
@@ -508,7 +541,7 @@ func (a *Account) refund(pi int32, amount int64, at int64) int32 {
 	if c.refunded {
 		st = models.StateRefunded
 	}
-	a.emit("charge.refunded", at, a.renderCharge(ch), factRec{pi: pi, state: stateCode(st), amountRefunded: c.amountRefunded})
+	a.emit("charge.refunded", at, a.snapCharge(ch), factRec{pi: pi, state: stateCode(st), amountRefunded: c.amountRefunded})
 	return re
 }
 
@@ -540,7 +573,7 @@ func (a *Account) failRefund(re int32, at int64) {
 	if c.payout >= 0 {
 		a.orphans = append(a.orphans, bt)
 	}
-	a.emit("charge.refund.updated", at, func(b []byte) []byte { return a.appendRefund(b, re) }, factRec{pi: c.pi})
+	a.emit("charge.refund.updated", at, a.snapRefund(re), factRec{pi: c.pi})
 }
 
 // FailRefund marks a refund failed (with a refund_failure balance
@@ -565,7 +598,7 @@ func (a *Account) dispute(pi int32, at int64) int32 {
 	dp := int32(len(a.disputes))
 	a.disputes = append(a.disputes, disputeObj{amount: a.charges[ch].amount, created: at, charge: ch, status: "needs_response"})
 	a.charges[ch].disputed = true
-	a.emit("charge.dispute.created", at, func(b []byte) []byte { return a.appendDispute(b, dp) }, factRec{pi: pi})
+	a.emit("charge.dispute.created", at, a.snapDispute(dp), factRec{pi: pi})
 	return dp
 }
 
@@ -585,7 +618,7 @@ func (a *Account) closeDispute(dp int32, status string, at int64) {
 	if status == "lost" {
 		st = models.StateChargeback
 	}
-	a.emit("charge.dispute.closed", at, func(b []byte) []byte { return a.appendDispute(b, dp) },
+	a.emit("charge.dispute.closed", at, a.snapDispute(dp),
 		factRec{pi: a.charges[d.charge].pi, state: stateCode(st)})
 }
 
@@ -670,7 +703,7 @@ func (a *Account) payout(at int64, charges []int32) int32 {
 	}
 	a.payouts = append(a.payouts, payoutObj{amount: amount, created: at, arrival: at, currency: cur, bts: bts})
 	a.payoutOrder.add(po, at, a.payoutCreated)
-	a.emit("payout.paid", at, func(b []byte) []byte { return a.appendPayout(b, po) }, facts...)
+	a.emit("payout.paid", at, snapRec{kind: kPayout, obj: po}, facts...)
 	return po
 }
 
@@ -741,7 +774,7 @@ func (a *Account) SetRawStatus(pi, status, eventType string, at time.Time) {
 	defer a.mu.Unlock()
 	i := a.mustPI(pi)
 	a.pis[i].status = status
-	a.emit(eventType, secs(at), a.renderPI(i), a.piFact(i, models.StateNone))
+	a.emit(eventType, secs(at), a.snapPI(i), a.piFact(i, models.StateNone))
 }
 
 // piEventState is the state a payment_intent event type implies.
@@ -768,5 +801,5 @@ func (a *Account) EmitPI(pi, eventType string, at time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	i := a.mustPI(pi)
-	a.emit(eventType, secs(at), a.renderPI(i), a.piFact(i, piEventState(eventType)))
+	a.emit(eventType, secs(at), a.snapPI(i), a.piFact(i, piEventState(eventType)))
 }

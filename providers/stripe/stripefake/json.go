@@ -101,7 +101,11 @@ const (
 )
 
 func (a *Account) appendPI(b []byte, i int32, expand int) []byte {
-	p := &a.pis[i]
+	return a.appendPIObj(b, i, &a.pis[i], expand)
+}
+
+func (a *Account) appendPIObj(b []byte, i int32, p *piObj, expand int) []byte {
+	who := &a.persons[p.person]
 	b = a.appendHead(b, kPI, i, "payment_intent")
 	b = appendInt(b, "amount", p.amount)
 	b = appendInt(b, "amount_capturable", p.capturable)
@@ -132,18 +136,23 @@ func (a *Account) appendPI(b []byte, i int32, expand int) []byte {
 	}
 	b = appendBool(b, "livemode", false)
 	b = appendKey(b, "metadata")
-	b = appendStr(append(b, `{"customer_email":`...), p.email)
-	b = appendStr(append(b, `,"customer_name":`...), p.name)
+	b = appendStr(append(b, `{"customer_email":`...), who.email)
+	b = appendStr(append(b, `,"customer_name":`...), who.name)
 	b = append(b, '}')
 	b = append(appendKey(b, "payment_method_types"), `["card"]`...)
-	b = appendNullStr(b, "receipt_email", p.email)
+	b = appendNullStr(b, "receipt_email", who.email)
 	b = appendStrField(b, "status", p.status)
 	return append(b, '}')
 }
 
 func (a *Account) appendCharge(b []byte, i int32, withRefunds bool) []byte {
 	c := &a.charges[i]
+	return a.appendChargeObj(b, i, c, a.pis[c.pi].person, withRefunds)
+}
+
+func (a *Account) appendChargeObj(b []byte, i int32, c *chargeObj, personIdx int32, withRefunds bool) []byte {
 	p := &a.pis[c.pi]
+	who := &a.persons[personIdx]
 	b = a.appendHead(b, kCharge, i, "charge")
 	b = appendInt(b, "amount", c.amount)
 	captured := int64(0)
@@ -155,8 +164,8 @@ func (a *Account) appendCharge(b []byte, i int32, withRefunds bool) []byte {
 	b = a.appendIDField(b, "balance_transaction", kTxn, c.bt)
 	b = appendKey(b, "billing_details")
 	b = append(b, `{"address":null,"email":`...)
-	b = appendStr(b, p.email)
-	b = appendStr(append(b, `,"name":`...), p.name)
+	b = appendStr(b, who.email)
+	b = appendStr(append(b, `,"name":`...), who.name)
 	b = append(b, `,"phone":null}`...)
 	b = appendBool(b, "captured", c.captured)
 	b = appendInt(b, "created", c.created)
@@ -199,7 +208,10 @@ func (a *Account) sortedRefunds(ch int32) []int32 {
 }
 
 func (a *Account) appendRefund(b []byte, i int32) []byte {
-	r := &a.refunds[i]
+	return a.appendRefundObj(b, i, &a.refunds[i])
+}
+
+func (a *Account) appendRefundObj(b []byte, i int32, r *refundObj) []byte {
 	c := &a.charges[r.charge]
 	b = a.appendHead(b, kRefund, i, "refund")
 	b = appendInt(b, "amount", r.amount)
@@ -219,7 +231,10 @@ func (a *Account) appendRefund(b []byte, i int32) []byte {
 }
 
 func (a *Account) appendDispute(b []byte, i int32) []byte {
-	d := &a.disputes[i]
+	return a.appendDisputeObj(b, i, &a.disputes[i])
+}
+
+func (a *Account) appendDisputeObj(b []byte, i int32, d *disputeObj) []byte {
 	c := &a.charges[d.charge]
 	b = a.appendHead(b, kDispute, i, "dispute")
 	b = appendInt(b, "amount", d.amount)
@@ -290,7 +305,33 @@ func (a *Account) appendBT(b []byte, i int32, expandSource bool) []byte {
 	return append(b, '}')
 }
 
-// appendEvent renders the event envelope around the stored snapshot.
+// appendSnapshot renders an event's object as it was at emission.
+func (a *Account) appendSnapshot(b []byte, s *snapRec) []byte {
+	switch s.kind {
+	case kPI:
+		p := a.pis[s.obj]
+		p.received, p.capturable, p.canceledAt, p.charge = s.a, s.b, s.c, s.ref
+		p.person, p.status = s.person, a.statuses[s.status]
+		return a.appendPIObj(b, s.obj, &p, expandNone)
+	case kCharge:
+		c := a.charges[s.obj]
+		c.amountRefunded, c.bt = s.a, s.ref
+		c.captured, c.refunded, c.disputed = s.flags&flagCaptured != 0, s.flags&flagRefunded != 0, s.flags&flagDisputed != 0
+		return a.appendChargeObj(b, s.obj, &c, s.person, false)
+	case kRefund:
+		r := a.refunds[s.obj]
+		r.failBT, r.status = s.ref, a.statuses[s.status]
+		return a.appendRefundObj(b, s.obj, &r)
+	case kDispute:
+		d := a.disputes[s.obj]
+		d.status = a.statuses[s.status]
+		return a.appendDisputeObj(b, s.obj, &d)
+	default:
+		return a.appendPayout(b, s.obj)
+	}
+}
+
+// appendEvent renders the event envelope around the event's snapshot.
 func (a *Account) appendEvent(b []byte, seq int32) []byte {
 	e := &a.events[seq]
 	b = append(b, `{"id":"`...)
@@ -302,7 +343,7 @@ func (a *Account) appendEvent(b []byte, seq int32) []byte {
 	b = append(b, `,"api_version":"`+APIVersion+`","created":`...)
 	b = strconv.AppendInt(b, e.created, 10)
 	b = append(b, `,"data":{"object":`...)
-	b = append(b, a.arena.get(e.chunk, e.off, e.n)...)
+	b = a.appendSnapshot(b, &e.snap)
 	b = append(b, `},"livemode":false,"pending_webhooks":0,"request":{"id":null,"idempotency_key":null},"type":`...)
 	b = appendStr(b, a.types[e.typ])
 	return append(b, '}')

@@ -1,0 +1,533 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/internal/pgtest"
+	"github.com/reconciler/reconciler/internal/webhooksim"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/stripe"
+	"github.com/reconciler/reconciler/providers/stripe/stripefake"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+var now = time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
+
+type env struct {
+	t    *testing.T
+	db   *pgtest.DB
+	fake *stripefake.Server
+	acct *stripefake.Account
+	url  string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	t.Parallel()
+	db := pgtest.New(t)
+	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 42})
+	url := fake.Start()
+	t.Cleanup(fake.Close)
+	return &env{t: t, db: db, fake: fake, acct: fake.Account(""), url: url}
+}
+
+func (e *env) provider() *stripe.Provider {
+	p, err := stripe.New(stripe.Config{APIKey: "sk_test_reconciler", BaseURL: e.url, MaxRetries: 10,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	require.NoError(e.t, err)
+	return p
+}
+
+func (e *env) run(mod func(*reconcile.Options)) reconcile.Result {
+	e.t.Helper()
+	o := reconcile.Options{DB: e.db.DB, Provider: e.provider(), Now: func() time.Time { return now }, StuckLimit: -1}
+	if mod != nil {
+		mod(&o)
+	}
+	res, err := reconcile.Run(context.Background(), o)
+	require.NoError(e.t, err)
+	require.Equal(e.t, models.RunSucceeded, res.Run.Status)
+	return res
+}
+
+func (e *env) payment(id string) models.Payment {
+	e.t.Helper()
+	var p models.Payment
+	require.NoError(e.t, e.db.Where("provider = 'stripe' AND provider_id = ?", id).First(&p).Error)
+	return p
+}
+
+func (e *env) items(runID int64) []models.DriftItem {
+	var items []models.DriftItem
+	require.NoError(e.t, e.db.Where("run_id = ?", runID).Order("id").Find(&items).Error)
+	return items
+}
+
+// deliver applies the account's deliveries whose index keep accepts.
+func (e *env) deliver(keep func(i int, d stripefake.Delivery) bool) (delivered, missed int) {
+	e.t.Helper()
+	d, m, err := webhooksim.Seed(context.Background(), e.db.DB, "stripe", e.acct.Deliveries(), now, keep)
+	require.NoError(e.t, err)
+	return d, m
+}
+
+func deliverTypes(types ...string) func(int, stripefake.Delivery) bool {
+	return func(_ int, d stripefake.Delivery) bool { return slices.Contains(types, d.EventType) }
+}
+
+func at(h float64) time.Time { return now.Add(time.Duration(h * float64(time.Hour))) }
+
+func itemKinds(items []models.DriftItem) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Kind+"/"+it.Action)
+	}
+	return out
+}
+
+func syntheticIDs(t *testing.T, db *gorm.DB) []string {
+	var ids []string
+	require.NoError(t, db.Raw(`SELECT event_id FROM webhook_events WHERE synthetic ORDER BY event_id`).Scan(&ids).Error)
+	return ids
+}
+
+// install a trigger that fails any update moving a payment backwards, off an
+// allowed edge, or back in provider time: the tests' witness for "never".
+func forbidBackwards(t *testing.T, db *gorm.DB) {
+	var pairs []string
+	for _, from := range models.States {
+		for _, to := range models.States {
+			if models.CanMove(from, to) {
+				pairs = append(pairs, fmt.Sprintf("'%s>%s'", from, to))
+			}
+		}
+	}
+	require.NoError(t, db.Exec(fmt.Sprintf(`
+CREATE FUNCTION forbid_backwards() RETURNS trigger AS $$
+BEGIN
+  IF NEW.state <> OLD.state AND NOT (OLD.state || '>' || NEW.state) = ANY (ARRAY[%s]) THEN
+    RAISE EXCEPTION 'backward move %% -> %%', OLD.state, NEW.state;
+  END IF;
+  IF OLD.source_updated_at IS NOT NULL AND NEW.source_updated_at < OLD.source_updated_at THEN
+    RAISE EXCEPTION 'moved back in provider time';
+  END IF;
+  IF NEW.amount_refunded < OLD.amount_refunded THEN
+    RAISE EXCEPTION 'amount_refunded lowered';
+  END IF;
+  RETURN NEW;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER forbid_backwards BEFORE UPDATE ON payments FOR EACH ROW EXECUTE FUNCTION forbid_backwards();`,
+		joinComma(pairs))).Error)
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, v := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += v
+	}
+	return out
+}
+
+func TestMissingLocal(t *testing.T) {
+	e := newEnv(t)
+	pi := e.acct.CreatePayment(2500, "gbp", false, at(-3))
+	e.acct.Capture(pi, at(-3).Add(time.Minute))
+
+	res := e.run(nil)
+	p := e.payment(pi)
+	require.Equal(t, models.StateCaptured, p.State)
+	require.Equal(t, int64(2500), p.Amount)
+	require.Equal(t, "gbp", p.Currency)
+	require.True(t, p.SourceUpdatedAt.Equal(at(-3).Add(time.Minute)), "source_updated_at is the provider's time, got %v", p.SourceUpdatedAt)
+	require.Equal(t, []string{"missing_local/repaired"}, itemKinds(e.items(res.Run.ID)))
+	require.Equal(t, int64(2), res.Run.SyntheticEvents) // payment_intent.created and .succeeded
+	var ev models.WebhookEvent
+	require.NoError(t, e.db.Where("synthetic").First(&ev).Error)
+	require.Equal(t, res.Run.ID, *ev.RunID)
+	require.NotNil(t, ev.ProcessedAt)
+	require.Contains(t, string(ev.Payload), pi)
+}
+
+func TestBehindAndRerunChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	pi := e.acct.CreatePayment(1000, "gbp", true, at(-5))
+	e.acct.Authorise(pi, at(-5).Add(time.Minute))
+	e.acct.Capture(pi, at(-2))
+	e.deliver(deliverTypes("payment_intent.created", "payment_intent.amount_capturable_updated"))
+
+	res := e.run(nil)
+	require.Equal(t, models.StateCaptured, e.payment(pi).State)
+	items := e.items(res.Run.ID)
+	require.Equal(t, []string{"behind/repaired"}, itemKinds(items))
+	require.Equal(t, "authorised", *items[0].LocalState)
+	require.Equal(t, "captured", *items[0].ProviderState)
+	// payment_intent.succeeded and charge.captured were missed.
+	require.Equal(t, int64(2), res.Run.SyntheticEvents)
+
+	before := e.payment(pi)
+	res2 := e.run(nil)
+	require.Zero(t, res2.Run.Repaired)
+	require.Zero(t, res2.Run.SyntheticEvents)
+	require.Empty(t, e.items(res2.Run.ID))
+	after := e.payment(pi)
+	require.Equal(t, before.UpdatedAt, after.UpdatedAt, "a rerun must not touch the row")
+}
+
+func TestConflictLocalTerminal(t *testing.T) {
+	e := newEnv(t)
+	pi := e.acct.CreatePayment(1000, "gbp", false, at(-4))
+	e.acct.Capture(pi, at(-3))
+	require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'canceled', 1000, 'gbp', ?)`, pi, at(-3.5)).Error)
+
+	res := e.run(nil)
+	require.Equal(t, models.StateCanceled, e.payment(pi).State, "never moved off a terminal state")
+	items := e.items(res.Run.ID)
+	require.Equal(t, []string{"conflict/refused"}, itemKinds(items))
+	require.Equal(t, "canceled", *items[0].LocalState)
+	require.Equal(t, "captured", *items[0].ProviderState)
+	require.Equal(t, int64(1), res.Run.Refused)
+}
+
+func TestStaleRefusedByTimeGuard(t *testing.T) {
+	e := newEnv(t)
+	pi := e.acct.CreatePayment(1000, "gbp", false, at(-6))
+	e.acct.Capture(pi, at(-6).Add(time.Minute))
+	e.acct.Refund(pi, 1000, at(-4))
+	// Someone recorded a settlement at a later provider time than the refund.
+	require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'settled', 1000, 'gbp', ?)`, pi, at(-2)).Error)
+
+	res := e.run(nil)
+	p := e.payment(pi)
+	require.Equal(t, models.StateSettled, p.State)
+	require.True(t, p.SourceUpdatedAt.Equal(at(-2)))
+	require.Equal(t, []string{"stale/refused"}, itemKinds(e.items(res.Run.ID)))
+}
+
+func TestMismatchReportedStateStillMoves(t *testing.T) {
+	e := newEnv(t)
+	pi := e.acct.CreatePayment(1000, "gbp", false, at(-4))
+	e.acct.Capture(pi, at(-3))
+	require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'created', 999, 'eur', ?)`, pi, at(-4)).Error)
+
+	res := e.run(nil)
+	p := e.payment(pi)
+	require.Equal(t, models.StateCaptured, p.State)
+	require.Equal(t, int64(999), p.Amount, "amounts are reported, never changed")
+	require.Equal(t, "eur", p.Currency)
+	require.ElementsMatch(t, []string{"mismatch/reported", "behind/repaired"}, itemKinds(e.items(res.Run.ID)))
+}
+
+func TestUnknownStatusReported(t *testing.T) {
+	e := newEnv(t)
+	pi := e.acct.CreatePayment(1000, "gbp", true, at(-4))
+	e.acct.Authorise(pi, at(-4).Add(time.Minute))
+	e.deliver(func(int, stripefake.Delivery) bool { return true })
+	e.acct.SetRawStatus(pi, "requires_reauthorization", "payment_intent.processing", at(-2))
+
+	res := e.run(nil)
+	require.Equal(t, models.StateAuthorised, e.payment(pi).State, "an unknown status is never guessed")
+	items := e.items(res.Run.ID)
+	require.Equal(t, []string{"unknown_status/reported"}, itemKinds(items))
+	require.Equal(t, "requires_reauthorization", *items[0].ProviderState)
+}
+
+func TestStripeTrapsAndChargeback(t *testing.T) {
+	e := newEnv(t)
+	// Canceling an authorisation marks its charge refunded: still canceled, 0 refunded.
+	canceled := e.acct.CreatePayment(1000, "gbp", true, at(-10))
+	e.acct.Authorise(canceled, at(-10).Add(time.Minute))
+	e.acct.Cancel(canceled, at(-9))
+	// A failed attempt is not final on Stripe.
+	retried := e.acct.CreatePayment(700, "gbp", false, at(-10))
+	e.acct.FailAttempt(retried, at(-10).Add(time.Minute))
+	// Refund, then the payout sweeping it: ends refunded.
+	refunded := e.acct.CreatePayment(1200, "gbp", false, at(-20))
+	e.acct.Capture(refunded, at(-20).Add(time.Minute))
+	e.acct.Refund(refunded, 1200, at(-8))
+	e.acct.Payout(at(-7), refunded)
+	// Partial refund, a lost dispute.
+	partial := e.acct.CreatePayment(2000, "gbp", false, at(-20))
+	e.acct.Capture(partial, at(-20).Add(time.Minute))
+	e.acct.Refund(partial, 500, at(-6))
+	disputed := e.acct.CreatePayment(3000, "gbp", false, at(-20))
+	e.acct.Capture(disputed, at(-20).Add(time.Minute))
+	dp := e.acct.Dispute(disputed, at(-5))
+	e.acct.CloseDispute(dp, "lost", at(-4))
+
+	res := e.run(func(o *reconcile.Options) { o.Since = at(-24) })
+	got := func(id string) (models.State, int64) { p := e.payment(id); return p.State, p.AmountRefunded }
+	s, r := got(canceled)
+	require.Equal(t, models.StateCanceled, s)
+	require.Zero(t, r)
+	s, _ = got(retried)
+	require.Equal(t, models.StateCreated, s)
+	s, r = got(refunded)
+	require.Equal(t, models.StateRefunded, s)
+	require.Equal(t, int64(1200), r)
+	s, r = got(partial)
+	require.Equal(t, models.StateCaptured, s)
+	require.Equal(t, int64(500), r)
+	s, _ = got(disputed)
+	require.Equal(t, models.StateChargeback, s)
+	for id, want := range e.acct.ExpectedAt(now) {
+		p := e.payment(id)
+		require.Equal(t, want.State, p.State, id)
+		require.Equal(t, want.AmountRefunded, p.AmountRefunded, id)
+	}
+	require.Zero(t, res.Run.Refused)
+}
+
+func TestDuplicateAndShuffledDeliveriesConverge(t *testing.T) {
+	e := newEnv(t)
+	e.acct.Generate(stripefake.GenOptions{Payments: 300, Start: at(-20), End: at(-1), Seed: 7})
+	ds := e.acct.Deliveries()
+	rng := rand.New(rand.NewPCG(1, 2))
+	// Webhooks arrive shuffled, some twice, a fifth never.
+	var shuffled []stripefake.Delivery
+	for _, d := range ds {
+		if rng.IntN(5) == 0 {
+			continue
+		}
+		shuffled = append(shuffled, d)
+		if rng.IntN(4) == 0 {
+			shuffled = append(shuffled, d)
+		}
+	}
+	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	for _, d := range shuffled {
+		require.NoError(t, webhooksim.Apply(context.Background(), e.db.DB, "stripe", d))
+	}
+	res := e.run(nil)
+	e.assertConverged(res.Run.ID)
+	res2 := e.run(nil)
+	require.Zero(t, res2.Run.Repaired)
+	require.Zero(t, res2.Run.SyntheticEvents)
+}
+
+// assertConverged: every payment is in the state the provider implies, or a
+// refused drift item of this run says why not (the guard refusing an older
+// fact that arrived after a newer one).
+func (e *env) assertConverged(runIDs ...int64) {
+	e.t.Helper()
+	refused := map[string]bool{}
+	for _, id := range runIDs {
+		for _, it := range e.items(id) {
+			if it.Action == models.ActionRefused {
+				refused[it.ProviderID] = true
+			}
+		}
+	}
+	var rows []models.Payment
+	require.NoError(e.t, e.db.Where("provider = 'stripe'").Find(&rows).Error)
+	have := map[string]models.Payment{}
+	for _, r := range rows {
+		have[r.ProviderID] = r
+	}
+	wrong := 0
+	for id, want := range e.acct.ExpectedAt(now) {
+		p, ok := have[id]
+		require.True(e.t, ok, "payment %s missing", id)
+		if p.State != want.State || p.AmountRefunded != want.AmountRefunded {
+			require.True(e.t, refused[id], "payment %s is %s/%d, provider implies %s/%d, and no refused item says why", id, p.State, p.AmountRefunded, want.State, want.AmountRefunded)
+			wrong++
+		}
+	}
+	require.Less(e.t, wrong, len(have)/20+1, "too many payments left for a human")
+}
+
+func TestTwentyConcurrentRunsAndARacingWriter(t *testing.T) {
+	e := newEnv(t)
+	forbidBackwards(t, e.db.DB)
+	e.acct.Generate(stripefake.GenOptions{Payments: 400, Start: at(-20), End: at(-1), Seed: 11})
+	ds := e.acct.Deliveries()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var late []stripefake.Delivery
+	e.deliver(func(i int, d stripefake.Delivery) bool {
+		if rng.IntN(3) == 0 {
+			late = append(late, d)
+			return false
+		}
+		return true
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, 21)
+	// The live webhook worker delivers the late events, shuffled, while 20
+	// runs (lock bypassed) reconcile the same payments.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng.Shuffle(len(late), func(i, j int) { late[i], late[j] = late[j], late[i] })
+		for _, d := range late {
+			if err := webhooksim.Apply(context.Background(), e.db.DB, "stripe", d); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	runIDs := make([]int64, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := reconcile.Run(context.Background(), reconcile.Options{DB: e.db.DB, Provider: e.provider(), SkipLock: true,
+				Now: func() time.Time { return now }, StuckLimit: -1, BatchSize: 50})
+			if err != nil {
+				errs <- err
+				return
+			}
+			runIDs[i] = res.Run.ID
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	e.assertConverged(runIDs...)
+	// Every event is recorded exactly once (the unique key makes "at most"
+	// certain; here we check "at least").
+	var n int64
+	require.NoError(t, e.db.Raw(`SELECT count(*) FROM webhook_events`).Scan(&n).Error)
+	lateIDs := map[string]bool{}
+	for _, d := range late {
+		lateIDs[d.EventID] = true
+	}
+	listed := 0
+	for _, d := range ds {
+		if slices.Contains(stripe.EventTypes, d.EventType) || !lateIDs[d.EventID] {
+			listed++
+		}
+	}
+	require.Equal(t, int64(listed), n)
+}
+
+func TestSurvives429And500(t *testing.T) {
+	e := newEnv(t)
+	e.acct.Generate(stripefake.GenOptions{Payments: 200, Start: at(-20), End: at(-1), Seed: 5})
+	e.deliver(func(i int, _ stripefake.Delivery) bool { return i%3 != 0 })
+	e.fake.FailNext(500, 3)
+	e.fake.SetFailureRate(429, 0.4)
+	res := e.run(func(o *reconcile.Options) { o.BatchSize = 40 })
+	e.fake.SetFailureRate(429, 0)
+	by := e.fake.RequestsByStatus()
+	require.Greater(t, by[429], int64(5), "the storm happened")
+	require.Equal(t, int64(3), by[500])
+	e.assertConverged(res.Run.ID)
+	require.Equal(t, e.fake.Requests(), res.Run.APIRequests, "every request, retries included, is counted")
+}
+
+func TestDryRunWritesOnlyRunAndItems(t *testing.T) {
+	e := newEnv(t)
+	e.acct.Generate(stripefake.GenOptions{Payments: 100, Start: at(-20), End: at(-1), Seed: 9})
+	e.deliver(func(i int, _ stripefake.Delivery) bool { return i%4 != 0 })
+	var before []models.Payment
+	require.NoError(t, e.db.Order("id").Find(&before).Error)
+	var evBefore int64
+	require.NoError(t, e.db.Model(&models.WebhookEvent{}).Count(&evBefore).Error)
+
+	dry := e.run(func(o *reconcile.Options) { o.DryRun = true })
+	var after []models.Payment
+	require.NoError(t, e.db.Order("id").Find(&after).Error)
+	require.Equal(t, before, after)
+	var evAfter int64
+	require.NoError(t, e.db.Model(&models.WebhookEvent{}).Count(&evAfter).Error)
+	require.Equal(t, evBefore, evAfter)
+	require.Positive(t, dry.Run.Repaired)
+
+	real := e.run(nil)
+	require.Equal(t, dry.Run.Repaired, real.Run.Repaired, "the dry run predicts the real one")
+	require.Equal(t, dry.Run.SyntheticEvents, real.Run.SyntheticEvents)
+	require.ElementsMatch(t, itemKinds(e.items(dry.Run.ID)), itemKinds(e.items(real.Run.ID)))
+}
+
+func TestLockAndInterruptedBookkeeping(t *testing.T) {
+	e := newEnv(t)
+	e.acct.Generate(stripefake.GenOptions{Payments: 20, Start: at(-20), End: at(-1), Seed: 3})
+	// A run that died: its row stays running.
+	require.NoError(t, e.db.Exec(`INSERT INTO reconciliation_runs (provider, account, window_start, window_end, started_at, status, trigger, dry_run)
+		VALUES ('stripe', '', ?, ?, ?, 'running', 'schedule', false)`, at(-30), at(-5), at(-5)).Error)
+
+	sqlDB, err := e.db.DB.DB()
+	require.NoError(t, err)
+	conn, err := sqlDB.Conn(context.Background())
+	require.NoError(t, err)
+	var ok bool
+	require.NoError(t, conn.QueryRowContext(context.Background(), `SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/reconciler/stripe/', 0))`).Scan(&ok))
+	require.True(t, ok)
+	_, err = reconcile.Run(context.Background(), reconcile.Options{DB: e.db.DB, Provider: e.provider(), Now: func() time.Time { return now }})
+	require.True(t, errors.Is(err, reconcile.ErrLocked), "got %v", err)
+	var runs int64
+	require.NoError(t, e.db.Model(&models.Run{}).Count(&runs).Error)
+	require.Equal(t, int64(1), runs, "a locked-out run writes nothing")
+	require.NoError(t, conn.Close())
+
+	e.run(nil)
+	var dead models.Run
+	require.NoError(t, e.db.Order("id").First(&dead).Error)
+	require.Equal(t, models.RunInterrupted, dead.Status)
+}
+
+func TestCanceledContextRecordsInterrupted(t *testing.T) {
+	e := newEnv(t)
+	e.acct.Generate(stripefake.GenOptions{Payments: 300, Start: at(-20), End: at(-1), Seed: 13})
+	ctx, cancel := context.WithCancel(context.Background())
+	batches := 0
+	res, err := reconcile.Run(ctx, reconcile.Options{DB: e.db.DB, Provider: e.provider(), Now: func() time.Time { return now },
+		BatchSize: 50, StuckLimit: -1, Progress: func(reconcile.Progress) {
+			batches++
+			if batches == 2 {
+				cancel()
+			}
+		}})
+	require.ErrorIs(t, err, reconcile.ErrInterrupted)
+	require.Equal(t, models.RunInterrupted, res.Run.Status)
+	require.Positive(t, res.Run.Examined, "the batches before the signal were written")
+	// The next run completes the window and converges.
+	res2 := e.run(nil)
+	e.assertConverged(res.Run.ID, res2.Run.ID)
+}
+
+func TestCheckpointCatchesUpASkippedNight(t *testing.T) {
+	e := newEnv(t)
+	// Last success ended three days ago; tonight's default window reaches back to it.
+	require.NoError(t, e.db.Exec(`INSERT INTO reconciliation_runs (provider, account, window_start, window_end, started_at, finished_at, status, trigger, dry_run)
+		VALUES ('stripe', '', ?, ?, ?, ?, 'succeeded', 'schedule', false)`, at(-97), at(-72), at(-72), at(-72)).Error)
+	pi := e.acct.CreatePayment(1000, "gbp", false, at(-50))
+	e.acct.Capture(pi, at(-50).Add(time.Minute))
+	res := e.run(nil)
+	require.True(t, res.Run.WindowStart.Equal(at(-73)), "window starts at the checkpoint less the overlap, got %v", res.Run.WindowStart)
+	require.Equal(t, models.StateCaptured, e.payment(pi).State)
+}
+
+func TestStuckPaymentPath(t *testing.T) {
+	e := newEnv(t)
+	pi := e.acct.CreatePayment(1000, "gbp", true, at(-24*10))
+	e.acct.Authorise(pi, at(-24*10).Add(time.Minute))
+	e.deliver(func(int, stripefake.Delivery) bool { return true })
+	e.acct.Cancel(pi, at(-24*9))
+	// The cancel event is outside tonight's window: only the janitor finds it.
+	res := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
+	p := e.payment(pi)
+	require.Equal(t, models.StateCanceled, p.State)
+	require.True(t, p.SourceUpdatedAt.Equal(at(-24*9)), "time from canceled_at, got %v", p.SourceUpdatedAt)
+	items := e.items(res.Run.ID)
+	require.Equal(t, []string{"behind/repaired"}, itemKinds(items))
+	require.Contains(t, string(items[0].Detail), "time_inferred")
+	want := stripe.DeterministicEventID(pi, models.StateCanceled, at(-24*9))
+	require.Equal(t, []string{want}, syntheticIDs(t, e.db.DB))
+	res2 := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
+	require.Zero(t, res2.Run.SyntheticEvents, "the deterministic id makes reruns insert nothing")
+}
