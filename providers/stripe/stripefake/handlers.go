@@ -72,10 +72,10 @@ func listEvents(a *Account, _ string, q url.Values, now time.Time) ([]byte, *api
 	types := arrayParam(q, "types")
 	typ := q.Get("type")
 	if len(types) > 20 {
-		return nil, badRequest("parameter_invalid_array", "types", "You may pass at most 20 types (got %d).", len(types))
+		return nil, badRequest("", "types", "You may pass at most 20 types (got %d).", len(types))
 	}
 	if len(types) > 0 && typ != "" {
-		return nil, badRequest("parameter_invalid_string", "types", "You may pass either `type` or `types`, but not both.")
+		return nil, badRequest("parameters_exclusive", "types", "You may pass either `type` or `types`, but not both.")
 	}
 	if typ != "" {
 		types = []string{typ}
@@ -256,7 +256,7 @@ func listPayouts(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiE
 		case "pending", "in_transit", "canceled", "failed":
 			match = func(int32) bool { return false }
 		default:
-			return nil, badRequest("parameter_invalid_string", "status",
+			return nil, badRequest("", "status",
 				"Invalid status: must be one of pending, paid, failed, in_transit, or canceled")
 		}
 	}

@@ -203,7 +203,7 @@ func parseList(q url.Values) (listParams, *apiError) {
 	p.startingAfter = q.Get("starting_after")
 	p.endingBefore = q.Get("ending_before")
 	if p.startingAfter != "" && p.endingBefore != "" {
-		return p, badRequest("parameter_invalid_string", "ending_before",
+		return p, badRequest("parameters_exclusive", "ending_before",
 			"You may only specify one of these parameters: starting_after, ending_before.")
 	}
 	return p, nil

@@ -211,11 +211,8 @@ func TestCreatedBounds(t *testing.T) {
 	s, sc := newAPI(t)
 	a := s.Account("")
 	t0 := now0.Add(-time.Hour)
-	var at []time.Time
 	for _, d := range []int{0, 1, 1, 1, 2, 3} {
-		ts := t0.Add(time.Duration(d) * time.Second)
-		at = append(at, ts)
-		a.CreatePayment(100, "gbp", false, ts)
+		a.CreatePayment(100, "gbp", false, t0.Add(time.Duration(d)*time.Second))
 	}
 	asc := deliveryIDs(a.Deliveries())
 	u := t0.Unix()
@@ -839,4 +836,83 @@ func TestScale1M(t *testing.T) {
 	t0 = time.Now()
 	exp := a.ExpectedAt(now0)
 	t.Logf("ExpectedAt %d payments in %v", len(exp), time.Since(t0))
+}
+
+func TestPayoutsAndOrphanRefunds(t *testing.T) {
+	s, sc := newAPI(t)
+	a := s.Account("")
+	t0 := now0.Add(-10 * 24 * time.Hour)
+	p1 := a.CreatePayment(1000, "gbp", false, t0)
+	a.Capture(p1, t0.Add(time.Minute))
+	p2 := a.CreatePayment(2000, "gbp", false, t0.Add(3*24*time.Hour))
+	a.Capture(p2, t0.Add(3*24*time.Hour))
+
+	assert.Equal(t, "", a.PayoutCaptured(t0.Add(24*time.Hour), 48*time.Hour))
+	po1 := a.PayoutCaptured(t0.Add(4*24*time.Hour), 48*time.Hour) // sweeps p1 only
+	require.NotEmpty(t, po1)
+	a.Refund(p1, 400, t0.Add(5*24*time.Hour)) // after p1 was paid out
+	po2 := a.PayoutCaptured(t0.Add(6*24*time.Hour), 48*time.Hour)
+	require.NotEmpty(t, po2)
+
+	amount := func(po string) int64 {
+		p, err := sc.Payouts.Get(po, nil)
+		require.NoError(t, err)
+		return p.Amount
+	}
+	assert.Equal(t, int64(1000), amount(po1))
+	assert.Equal(t, int64(2000-400), amount(po2))
+
+	var facts []Fact
+	for _, d := range a.Deliveries() {
+		if d.EventType == "payout.paid" {
+			facts = append(facts, d.Facts...)
+			var ev stripe.Event
+			require.NoError(t, json.Unmarshal(d.Payload, &ev))
+			assert.Equal(t, d.At.Unix(), ev.Created)
+		}
+	}
+	require.Len(t, facts, 2)
+	assert.Equal(t, p1, facts[0].PaymentID)
+	assert.Equal(t, models.StateSettled, facts[0].State)
+	assert.Equal(t, t0.Add(4*24*time.Hour), facts[0].At)
+	assert.Equal(t, p2, facts[1].PaymentID)
+
+	it := sc.Payouts.List(&stripe.PayoutListParams{})
+	var ids []string
+	for it.Next() {
+		ids = append(ids, it.Payout().ID)
+	}
+	require.NoError(t, it.Err())
+	assert.Equal(t, []string{po2, po1}, ids)
+	it = sc.Payouts.List(&stripe.PayoutListParams{Status: stripe.String("pending")})
+	assert.False(t, it.Next())
+	require.NoError(t, it.Err())
+}
+
+func TestConcurrentBuildAndList(t *testing.T) {
+	s, sc := newAPI(t)
+	a := s.Account("")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 300; i++ {
+			// deliberately out of time order to force lazy re-sorts
+			at := now0.Add(-time.Duration((i*7919)%1000) * time.Minute)
+			pi := a.CreatePayment(100, "gbp", false, at)
+			a.Capture(pi, at.Add(time.Second))
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			got := eventIDs(t, sc.Events.List(&stripe.EventListParams{ListParams: stripe.ListParams{Limit: stripe.Int64(100)}}))
+			assert.Equal(t, reversed(deliveryIDs(a.Deliveries())), got)
+			return
+		default:
+			it := sc.Events.List(&stripe.EventListParams{ListParams: stripe.ListParams{Limit: stripe.Int64(50), Single: true}})
+			for it.Next() {
+			}
+			require.NoError(t, it.Err())
+		}
+	}
 }

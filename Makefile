@@ -1,0 +1,29 @@
+# Run `make help` for the targets.
+.DEFAULT_GOAL := help
+BIN := bin/reconciler
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+help: ## show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## build the static binary into bin/
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/reconciler
+
+test: ## run every test against a throwaway PostgreSQL (or $$DATABASE_URL)
+	./scripts/test.sh
+
+demo: ## run the job against the fake Stripe and a throwaway PostgreSQL
+	./scripts/demo.sh
+
+lint: ## gofmt, go vet, staticcheck
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
+	go vet ./...
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+bench: ## the end-to-end benchmark (10,000 payments) against a throwaway PostgreSQL
+	./scripts/test.sh ./reconcile/ -run '^$$' -bench BenchmarkRun -benchtime 3x
+
+ci: ## what CI runs
+	bash .ci/run
+
+.PHONY: help build test demo lint bench ci

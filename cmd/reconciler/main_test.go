@@ -1,0 +1,399 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconciler/reconciler/internal/pgtest"
+	"github.com/reconciler/reconciler/internal/webhooksim"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/stripe"
+	"github.com/reconciler/reconciler/providers/stripe/stripefake"
+	"github.com/reconciler/reconciler/report"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "reconciler-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "reconciler")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the built binary with exactly env (plus PATH) in dir.
+func cli(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{code, so.String(), se.String()}
+}
+
+type world struct {
+	db   *pgtest.DB
+	fake *stripefake.Server
+	acct *stripefake.Account
+	env  map[string]string
+	now  time.Time
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	db := pgtest.New(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	fake := stripefake.New(stripefake.Options{Seed: 1})
+	url := fake.Start()
+	t.Cleanup(fake.Close)
+	return &world{db: db, fake: fake, acct: fake.Account(""), now: now, env: map[string]string{
+		"DATABASE_URL": db.URL, "STRIPE_API_KEY": "sk_test_cli", "STRIPE_API_BASE": url,
+	}}
+}
+
+func (w *world) with(kv ...string) map[string]string {
+	env := map[string]string{}
+	for k, v := range w.env {
+		env[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			delete(env, kv[i])
+		} else {
+			env[kv[i]] = kv[i+1]
+		}
+	}
+	return env
+}
+
+func (w *world) runs(t *testing.T) []models.Run {
+	var runs []models.Run
+	require.NoError(t, w.db.Order("id").Find(&runs).Error)
+	return runs
+}
+
+func writeFile(t *testing.T, body string) string {
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestUsageAndConfigErrorsExit2BeforeTheDatabase(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	typo := writeFile(t, "run:\n  windw: 24h\n")
+	badDur := writeFile(t, "run:\n  window: yesterday\n")
+	badRPS := writeFile(t, "providers:\n  stripe:\n    requests_per_second: 0\n")
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"unknown flag", w.env, []string{"run", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"bad since", w.env, []string{"run", "--since", "last tuesday"}, "--since"},
+		{"since after until", w.env, []string{"run", "--since", "2026-11-02", "--until", "2026-11-01"}, "must be before --until"},
+		{"bad format", w.env, []string{"run", "--format", "pdf"}, "--format"},
+		{"unknown provider", w.env, []string{"run", "--provider", "paypal"}, `unknown provider "paypal"`},
+		{"unknown config key", w.env, []string{"run", "--config", typo}, "windw"},
+		{"bad duration", w.env, []string{"run", "--config", badDur}, "not a duration"},
+		{"out of range", w.env, []string{"run", "--config", badRPS}, "providers.stripe.requests_per_second"},
+		{"missing config file", w.env, []string{"run", "--config", "/nonexistent.yaml"}, "--config"},
+		{"no key", w.with("STRIPE_API_KEY", ""), []string{"run"}, "STRIPE_API_KEY"},
+		{"no database", w.with("DATABASE_URL", ""), []string{"run"}, "DATABASE_URL"},
+		{"publishable key", w.with("STRIPE_API_KEY", "pk_test_x"), []string{"run"}, "publishable"},
+		{"unknown command", w.env, []string{"frobnicate"}, "unknown command"},
+	}
+	for _, c := range cases {
+		r := cli(t, c.env, c.args...)
+		require.Equal(t, 2, r.code, "%s: %s", c.name, r.stderr)
+		require.Contains(t, r.stderr, c.want, c.name)
+	}
+	require.Empty(t, w.runs(t), "usage errors touch nothing")
+}
+
+func TestRunExit0ReportAndRerun(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	pi := w.acct.CreatePayment(4200, "gbp", false, w.now.Add(-3*time.Hour))
+	w.acct.Capture(pi, w.now.Add(-3*time.Hour+time.Minute))
+
+	r := cli(t, w.env, "run", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep report.Report
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Len(t, rep.Runs, 1)
+	require.Equal(t, "succeeded", rep.Runs[0].Status)
+	require.Equal(t, int64(1), rep.Runs[0].Repaired)
+	require.Equal(t, "missing_local", rep.Runs[0].Items[0].Kind)
+	// Logs are JSON lines on stderr (not a terminal), with run id, provider, account.
+	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+	}
+	require.Contains(t, r.stderr, `"run_id":`)
+
+	md := filepath.Join(t.TempDir(), "r.md")
+	r = cli(t, w.env, "run", "--report", md, "--format", "md")
+	require.Equal(t, 0, r.code, r.stderr)
+	b, err := os.ReadFile(md)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "| repaired | 0 |")
+	require.Contains(t, string(b), "No drift.")
+
+	r = cli(t, w.env, "version")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "reconciler ")
+	r = cli(t, w.env, "migrate")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "up to date")
+}
+
+func TestRunFailsExit1AndIsRecordedFailed(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.fake.SetFailureRate(500, 1)
+	cfg := writeFile(t, "providers:\n  stripe:\n    max_retries: 1\n")
+	r := cli(t, w.env, "run", "--config", cfg)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "HTTP 500")
+	runs := w.runs(t)
+	require.Len(t, runs, 1)
+	require.Equal(t, models.RunFailed, runs[0].Status)
+	require.NotNil(t, runs[0].Error)
+}
+
+func TestLockHeldExit3(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	sqlDB, err := w.db.DB.DB()
+	require.NoError(t, err)
+	conn, err := sqlDB.Conn(context.Background())
+	require.NoError(t, err)
+	defer conn.Close()
+	var ok bool
+	require.NoError(t, conn.QueryRowContext(context.Background(), `SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/reconciler/stripe/', 0))`).Scan(&ok))
+	require.True(t, ok)
+	r := cli(t, w.env, "run")
+	require.Equal(t, 3, r.code, r.stderr)
+	require.Contains(t, r.stderr, "holds the lock")
+	require.Empty(t, w.runs(t))
+}
+
+func TestKilledBetweenBatchesThenRerun(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.acct.Generate(stripefake.GenOptions{Payments: 600, Start: w.now.Add(-20 * time.Hour), End: w.now.Add(-time.Hour), Seed: 21})
+	_, _, err := webhooksim.Seed(context.Background(), w.db.DB, "stripe", w.acct.Deliveries(), w.now,
+		func(i int, _ stripefake.Delivery) bool { return i%3 != 0 })
+	require.NoError(t, err)
+	w.fake.SetLatency(15 * time.Millisecond)
+
+	cmd := exec.Command(binary, "run", "--batch-size", "20")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range w.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	require.NoError(t, cmd.Start())
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int64
+		require.NoError(t, w.db.Raw(`SELECT coalesce(max(examined), 0) FROM reconciliation_runs`).Scan(&n).Error)
+		if n > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no batch committed in time")
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	runs := w.runs(t)
+	require.Len(t, runs, 1)
+	require.Equal(t, models.RunRunning, runs[0].Status, "a killed run cannot record anything")
+
+	w.fake.SetLatency(0)
+	r := cli(t, w.env, "run", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	runs = w.runs(t)
+	require.Equal(t, models.RunInterrupted, runs[0].Status)
+	require.Equal(t, models.RunSucceeded, runs[1].Status)
+	assertProviderStates(t, w, runs[0].ID, runs[1].ID)
+}
+
+// assertProviderStates: every payment is where the provider implies, or a
+// refused item of these runs says why.
+func assertProviderStates(t *testing.T, w *world, runIDs ...int64) (wrong int) {
+	t.Helper()
+	var items []models.DriftItem
+	require.NoError(t, w.db.Where("run_id IN ? AND action = 'refused'", runIDs).Find(&items).Error)
+	refused := map[string]bool{}
+	for _, it := range items {
+		refused[it.ProviderID] = true
+	}
+	var rows []models.Payment
+	require.NoError(t, w.db.Find(&rows).Error)
+	have := map[string]models.Payment{}
+	for _, p := range rows {
+		have[p.ProviderID] = p
+	}
+	for id, want := range w.acct.ExpectedAt(w.now) {
+		p, ok := have[id]
+		require.True(t, ok, "payment %s missing", id)
+		if p.State != want.State || p.AmountRefunded != want.AmountRefunded {
+			require.True(t, refused[id], "payment %s is %s/%d, provider implies %s/%d", id, p.State, p.AmountRefunded, want.State, want.AmountRefunded)
+			wrong++
+		}
+	}
+	return wrong
+}
+
+// TestTenThousandPayments is the acceptance scenario of the foundation
+// issue: 10,000 payments over five days, a tenth of the webhooks missed.
+func TestTenThousandPayments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("acceptance scenario")
+	}
+	t.Parallel()
+	w := newWorld(t)
+	// An account with history before the window (an anchor for paging).
+	w.acct.CreatePayment(100, "gbp", false, w.now.Add(-10*24*time.Hour))
+	w.acct.Generate(stripefake.GenOptions{Payments: 10000, Start: w.now.Add(-5 * 24 * time.Hour), End: w.now.Add(-time.Minute), Seed: 99})
+	ds := w.acct.Deliveries()
+	missed := map[string]bool{}
+	_, nMissed, err := webhooksim.Seed(context.Background(), w.db.DB, "stripe", ds, w.now,
+		func(i int, d stripefake.Delivery) bool {
+			if i%10 == 3 {
+				missed[d.EventID] = true
+				return false
+			}
+			return true
+		})
+	require.NoError(t, err)
+	wantSynthetic := 0
+	for _, d := range ds {
+		if missed[d.EventID] && containsStr(stripe.EventTypes, d.EventType) {
+			wantSynthetic++
+		}
+	}
+	since := w.now.Add(-6 * 24 * time.Hour).Format(time.RFC3339)
+	// Stripe's live-mode read budget; the default config paces to 20/s, safe for test mode.
+	cfg := writeFile(t, "providers:\n  stripe:\n    requests_per_second: 100\n")
+	before := w.fake.Requests()
+	start := time.Now()
+	r := cli(t, w.env, "run", "--config", cfg, "--since", since, "--format", "json")
+	wall := time.Since(start)
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep report.Report
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	run := rep.Runs[0]
+	require.Equal(t, int64(wantSynthetic), run.SyntheticEvents, "each missed event inserted exactly once")
+	var synthetic int64
+	require.NoError(t, w.db.Raw(`SELECT count(*) FROM webhook_events WHERE synthetic`).Scan(&synthetic).Error)
+	require.Equal(t, int64(wantSynthetic), synthetic)
+	wrong := assertProviderStates(t, w, run.ID)
+	require.Equal(t, int(run.Refused), len(refusedItems(run)))
+
+	var trips float64
+	for _, line := range strings.Split(r.stderr, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "run finished" {
+			trips, _ = m["db_round_trips"].(float64)
+		}
+	}
+	t.Logf("10,000 payments, %d events, %d webhooks missed (%d of listed types): wall %v (binary start to exit), %.0f payments/s, %.0f events/s, %d API requests (%.2f per 100 events), %.0f DB round trips (%.4f per payment), %d payments left for a human",
+		len(ds), nMissed, wantSynthetic, wall.Round(time.Millisecond), 10000/wall.Seconds(), float64(run.EventsRead)/wall.Seconds(),
+		w.fake.Requests()-before, 100*float64(run.APIRequests)/float64(run.EventsRead), trips, trips/10000, wrong)
+
+	r = cli(t, w.env, "run", "--config", cfg, "--since", since, "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	rep = report.Report{}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Zero(t, rep.Runs[0].Repaired, "a rerun repairs nothing")
+	require.Zero(t, rep.Runs[0].SyntheticEvents, "a rerun inserts no events")
+}
+
+func refusedItems(r report.RunReport) []report.Item {
+	var out []report.Item
+	for _, it := range r.Items {
+		if it.Action == "refused" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func containsStr(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNoSecretInAnyOutput(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	pi := w.acct.CreatePayment(100, "gbp", false, w.now.Add(-time.Hour))
+	w.acct.Capture(pi, w.now.Add(-time.Hour))
+	const key = "sk_test_SuperSecretKey4242"
+	const pw = "hunter2Password"
+	dbURL := strings.Replace(w.db.URL, "postgres@", "postgres:"+pw+"@", 1)
+	for _, args := range [][]string{{"run"}, {"run", "--format", "json"}, {"migrate"}} {
+		r := cli(t, w.with("STRIPE_API_KEY", key, "DATABASE_URL", dbURL), args...)
+		require.Equal(t, 0, r.code, r.stderr)
+		for _, out := range []string{r.stdout, r.stderr} {
+			require.NotContains(t, out, key)
+			require.NotContains(t, out, pw)
+		}
+	}
+	// Failures too: an unreachable database, a failing provider.
+	bad := strings.Replace(dbURL, "127.0.0.1:", "127.0.0.1:1", 1)
+	r := cli(t, w.with("STRIPE_API_KEY", key, "DATABASE_URL", bad), "run")
+	require.NotEqual(t, 0, r.code)
+	require.NotContains(t, r.stderr, pw)
+	w.fake.SetFailureRate(401, 1)
+	cfg := writeFile(t, "providers:\n  stripe:\n    max_retries: 0\n")
+	r = cli(t, w.with("STRIPE_API_KEY", key, "DATABASE_URL", dbURL), "run", "--config", cfg)
+	require.Equal(t, 1, r.code)
+	require.NotContains(t, r.stderr+r.stdout, key)
+	var errs []string
+	require.NoError(t, w.db.Raw(`SELECT coalesce(error, '') FROM reconciliation_runs`).Scan(&errs).Error)
+	require.NotContains(t, strings.Join(errs, "\n"), key)
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The job end to end on this machine, with nothing but Go and the local
+# PostgreSQL binaries: a throwaway PostgreSQL (or $DATABASE_URL), the
+# project's fake Stripe with a generated account whose webhooks were a tenth
+# missed, then `reconciler run` over it, printing the drift report.
+# Extra arguments go to `reconciler run` (e.g. --format json, --dry-run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+work=$(mktemp -d /tmp/reconciler-demo.XXXXXX)
+cleanup() {
+  [ -n "${fake_pid:-}" ] && kill "$fake_pid" 2>/dev/null && wait "$fake_pid" 2>/dev/null || true
+  type pg_stop >/dev/null 2>&1 && pg_stop
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [ -z "${DATABASE_URL:-}" ]; then
+  source scripts/pg.sh
+  pg_start
+  export DATABASE_URL
+fi
+
+go build -o "$work/reconciler" ./cmd/reconciler
+go build -o "$work/fakestripe" ./cmd/fakestripe
+"$work/fakestripe" -listen 127.0.0.1:0 -payments "${DEMO_PAYMENTS:-2000}" -seed-db "$DATABASE_URL" -ready-file "$work/url" &
+fake_pid=$!
+for _ in $(seq 1 600); do [ -s "$work/url" ] && break; sleep 0.1; done
+[ -s "$work/url" ] || { echo "fake Stripe did not start" >&2; exit 1; }
+
+export STRIPE_API_KEY=sk_test_demo STRIPE_API_BASE
+STRIPE_API_BASE=$(cat "$work/url")
+echo "== reconciler run against the fake Stripe at $STRIPE_API_BASE" >&2
+"$work/reconciler" run --config config.yaml --since "$(date -u -d '4 days ago' +%Y-%m-%dT%H:%M:%SZ)" --format md "$@"
