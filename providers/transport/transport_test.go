@@ -11,10 +11,9 @@ import (
 )
 
 type fakeClock struct {
-	mu     sync.Mutex
-	t      time.Time
-	slept  []time.Duration
-	cancel bool
+	mu    sync.Mutex
+	t     time.Time
+	slept []time.Duration
 }
 
 func (c *fakeClock) now() time.Time {
