@@ -397,3 +397,69 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	require.NoError(t, w.db.Raw(`SELECT coalesce(error, '') FROM reconciliation_runs`).Scan(&errs).Error)
 	require.NotContains(t, strings.Join(errs, "\n"), key)
 }
+
+func TestSIGTERMFinishesTheBatchAndRecordsInterrupted(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.acct.Generate(stripefake.GenOptions{Payments: 600, Start: w.now.Add(-20 * time.Hour), End: w.now.Add(-time.Hour), Seed: 5})
+	w.fake.SetLatency(20 * time.Millisecond)
+	cmd := exec.Command(binary, "run", "--batch-size", "20")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range w.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	require.NoError(t, cmd.Start())
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int64
+		require.NoError(t, w.db.Raw(`SELECT coalesce(max(examined), 0) FROM reconciliation_runs`).Scan(&n).Error)
+		if n > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no batch committed in time")
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err := cmd.Wait()
+	require.Error(t, err)
+	require.Equal(t, 1, cmd.ProcessState.ExitCode(), se.String())
+	runs := w.runs(t)
+	require.Len(t, runs, 1)
+	require.Equal(t, models.RunInterrupted, runs[0].Status)
+	require.NotNil(t, runs[0].FinishedAt)
+	// The lock was released: the next run starts at once and completes.
+	w.fake.SetLatency(0)
+	r := cli(t, w.env, "run")
+	require.Equal(t, 0, r.code, r.stderr)
+	assertProviderStates(t, w, runs[0].ID, w.runs(t)[1].ID)
+}
+
+func TestAccountsAndDryRunFlags(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	pi := w.fake.Account("acct_1Test").CreatePayment(100, "gbp", false, w.now.Add(-time.Hour))
+	w.fake.Account("acct_1Test").Capture(pi, w.now.Add(-time.Hour))
+	w.acct.CreatePayment(100, "gbp", false, w.now.Add(-time.Hour))
+
+	r := cli(t, w.env, "run", "--account", "acct_1Test", "--account", "acct_1Other", "--dry-run", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep report.Report
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Len(t, rep.Runs, 2, "one run per account")
+	require.Equal(t, "acct_1Test", rep.Runs[0].Account)
+	require.True(t, rep.Runs[0].DryRun)
+	require.Equal(t, int64(1), rep.Runs[0].Repaired)
+	require.Zero(t, rep.Runs[1].Examined)
+	var n int64
+	require.NoError(t, w.db.Raw(`SELECT count(*) FROM payments`).Scan(&n).Error)
+	require.Zero(t, n, "a dry run writes no payment")
+
+	r = cli(t, w.env, "run", "--account", "acct_1Test")
+	require.Equal(t, 0, r.code, r.stderr)
+	var p models.Payment
+	require.NoError(t, w.db.Where("provider_id = ?", pi).First(&p).Error)
+	require.Equal(t, "acct_1Test", p.Account)
+	require.Equal(t, models.StateCaptured, p.State)
+}
