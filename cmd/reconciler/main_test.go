@@ -225,22 +225,7 @@ func TestKilledBetweenBatchesThenRerun(t *testing.T) {
 	require.NoError(t, err)
 	w.fake.SetLatency(15 * time.Millisecond)
 
-	cmd := exec.Command(binary, "run", "--batch-size", "20")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	for k, v := range w.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	require.NoError(t, cmd.Start())
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var n int64
-		require.NoError(t, w.db.Raw(`SELECT coalesce(max(examined), 0) FROM reconciliation_runs`).Scan(&n).Error)
-		if n > 0 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no batch committed in time")
-		time.Sleep(5 * time.Millisecond)
-	}
+	cmd := startAfterFirstBatch(t, w, nil)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	runs := w.runs(t)
@@ -254,6 +239,31 @@ func TestKilledBetweenBatchesThenRerun(t *testing.T) {
 	require.Equal(t, models.RunInterrupted, runs[0].Status)
 	require.Equal(t, models.RunSucceeded, runs[1].Status)
 	assertProviderStates(t, w, runs[0].ID, runs[1].ID)
+}
+
+// startAfterFirstBatch starts `reconciler run` in small batches and returns
+// once its first batch has committed.
+func startAfterFirstBatch(t *testing.T, w *world, stderr *bytes.Buffer) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(binary, "run", "--batch-size", "20")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range w.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if stderr != nil {
+		cmd.Stderr = stderr
+	}
+	require.NoError(t, cmd.Start())
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int64
+		require.NoError(t, w.db.Raw(`SELECT coalesce(max(examined), 0) FROM reconciliation_runs`).Scan(&n).Error)
+		if n > 0 {
+			return cmd
+		}
+		require.True(t, time.Now().Before(deadline), "no batch committed in time")
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // assertProviderStates: every payment is where the provider implies, or a
@@ -403,24 +413,8 @@ func TestSIGTERMFinishesTheBatchAndRecordsInterrupted(t *testing.T) {
 	w := newWorld(t)
 	w.acct.Generate(stripefake.GenOptions{Payments: 600, Start: w.now.Add(-20 * time.Hour), End: w.now.Add(-time.Hour), Seed: 5})
 	w.fake.SetLatency(20 * time.Millisecond)
-	cmd := exec.Command(binary, "run", "--batch-size", "20")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	for k, v := range w.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
 	var se bytes.Buffer
-	cmd.Stderr = &se
-	require.NoError(t, cmd.Start())
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var n int64
-		require.NoError(t, w.db.Raw(`SELECT coalesce(max(examined), 0) FROM reconciliation_runs`).Scan(&n).Error)
-		if n > 0 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no batch committed in time")
-		time.Sleep(5 * time.Millisecond)
-	}
+	cmd := startAfterFirstBatch(t, w, &se)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	err := cmd.Wait()
 	require.Error(t, err)

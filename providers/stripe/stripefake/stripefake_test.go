@@ -15,6 +15,9 @@ import (
 	"github.com/reconciler/reconciler/models"
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var now0 = time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
