@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -148,16 +149,7 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 	b, err := readFile(path)
 	switch {
 	case err == nil:
-		expanded := envRef.ReplaceAllStringFunc(string(b), func(m string) string {
-			sub := envRef.FindStringSubmatch(m)
-			if v := getenv(sub[1]); v != "" {
-				return v
-			}
-			return sub[3]
-		})
-		dec := yaml.NewDecoder(bytes.NewReader([]byte(expanded)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, errEOF) && err.Error() != "EOF" {
+		if err := decode(b, &cfg, getenv); err != nil {
 			return cfg, &Error{Key: path, Msg: strings.TrimPrefix(err.Error(), "yaml: "), Hint: "see the commented config.yaml in the repository for every key"}
 		}
 	case errors.Is(err, os.ErrNotExist) && !mustExist:
@@ -183,7 +175,47 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 	return cfg, nil
 }
 
-var errEOF = errors.New("EOF")
+// decode parses YAML, then expands ${VAR} inside each scalar value (never in
+// the YAML text, so a password full of YAML syntax stays a plain string),
+// then decodes strictly: an unknown key is an error.
+func decode(b []byte, cfg *Config, getenv func(string) string) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return err
+	}
+	if len(doc.Content) == 0 {
+		return nil // empty or comments only
+	}
+	expand(&doc, getenv)
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+func expand(n *yaml.Node, getenv func(string) string) {
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
+			sub := envRef.FindStringSubmatch(m)
+			if v := getenv(sub[1]); v != "" {
+				return v
+			}
+			return sub[3]
+		})
+		// Re-resolve the type from the expanded value ("7.5" is a number);
+		// the encoder quotes it when YAML syntax inside would change it.
+		n.Tag = ""
+	}
+	for _, c := range n.Content {
+		expand(c, getenv)
+	}
+}
 
 // Validate checks the configuration and returns the first problem found.
 func (c Config) Validate() error {

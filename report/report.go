@@ -170,7 +170,7 @@ func renderMD(w io.Writer, rep Report) error {
 		fmt.Fprintf(w, "| examined | %d |\n| in sync | %d |\n| repaired | %d |\n| refused | %d |\n| reported | %d |\n", r.Examined, r.InSync, r.Repaired, r.Refused, r.Reported)
 		fmt.Fprintf(w, "| events read | %d |\n| synthetic events | %d |\n| webhook miss ratio | %.2f%% |\n| API requests | %d |\n", r.EventsRead, r.SyntheticEvents, 100*r.WebhookMissRatio, r.APIRequests)
 		if r.Error != nil {
-			fmt.Fprintf(w, "| error | %s |\n", strings.ReplaceAll(*r.Error, "|", "\\|"))
+			fmt.Fprintf(w, "| error | %s |\n", mdCell(*r.Error))
 		}
 		fmt.Fprintln(w)
 		if len(r.Items) == 0 {
@@ -179,11 +179,20 @@ func renderMD(w io.Writer, rep Report) error {
 		}
 		fmt.Fprintf(w, "| payment | kind | action | local → provider | explanation |\n|---|---|---|---|---|\n")
 		for _, it := range r.Items {
-			fmt.Fprintf(w, "| %s | %s | %s | %s → %s | %s |\n", it.ProviderID, it.Kind, it.Action, orDash(str(it.LocalState)), orDash(str(it.ProviderState)), strings.ReplaceAll(it.Explanation, "|", "\\|"))
+			fmt.Fprintf(w, "| %s | %s | %s | %s → %s | %s |\n", mdCell(it.ProviderID), mdCell(it.Kind), mdCell(it.Action),
+				mdCell(orDash(str(it.LocalState))), mdCell(orDash(str(it.ProviderState))), mdCell(it.Explanation))
 		}
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// mdCell makes s safe inside a Markdown table cell: a pipe would split the
+// cell and a newline would end the table.
+func mdCell(s string) string {
+	s = strings.ReplaceAll(s, "|", "\\|")
+	s = strings.ReplaceAll(s, "\r\n", "<br>")
+	return strings.ReplaceAll(s, "\n", "<br>")
 }
 
 func orDash(s string) string {
