@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
 )
 
@@ -23,6 +24,34 @@ type Config struct {
 	Run       Run       `yaml:"run"`
 	Log       Log       `yaml:"log"`
 	Providers Providers `yaml:"providers"`
+	Serve     Serve     `yaml:"serve"`
+	Metrics   Metrics   `yaml:"metrics"`
+}
+
+// Serve configures `reconciler serve`.
+type Serve struct {
+	// Schedule is a cron schedule: five standard fields or a descriptor
+	// (@daily, @every 6h), with an optional CRON_TZ= prefix.
+	Schedule string `yaml:"schedule"`
+	// TimeZone applies to a schedule without CRON_TZ= (IANA name).
+	TimeZone string `yaml:"time_zone"`
+	// HTTPAddr is where the API listens; RECONCILER_HTTP_ADDR overrides.
+	HTTPAddr string `yaml:"http_addr"`
+}
+
+// CronSpec is the schedule with the time zone applied.
+func (s Serve) CronSpec() string {
+	if s.TimeZone == "" || strings.HasPrefix(s.Schedule, "CRON_TZ=") || strings.HasPrefix(s.Schedule, "TZ=") {
+		return s.Schedule
+	}
+	return "CRON_TZ=" + s.TimeZone + " " + s.Schedule
+}
+
+// Metrics configures metrics export.
+type Metrics struct {
+	// PushgatewayURL, when set, receives `run`'s metrics at its end;
+	// RECONCILER_PUSHGATEWAY_URL overrides.
+	PushgatewayURL string `yaml:"pushgateway_url"`
 }
 
 // Database configures the store.
@@ -43,6 +72,7 @@ type Run struct {
 	StuckAfter    Duration `yaml:"stuck_after"`    // age after which a non-terminal payment is re-fetched
 	StuckLimit    int      `yaml:"stuck_limit"`    // at most this many re-fetches per run; -1 disables
 	ShutdownGrace Duration `yaml:"shutdown_grace"` // SIGTERM to exit, at most
+	LockWait      Duration `yaml:"lock_wait"`      // keep trying for a held lock this long before exit code 3
 }
 
 // Log configures logging.
@@ -105,7 +135,8 @@ func Default() Config {
 			Window: Duration(24 * time.Hour), Overlap: Duration(time.Hour), BatchSize: 1000,
 			StuckAfter: Duration(72 * time.Hour), StuckLimit: 100, ShutdownGrace: Duration(25 * time.Second),
 		},
-		Log: Log{Level: "info", Format: "auto"},
+		Log:   Log{Level: "info", Format: "auto"},
+		Serve: Serve{Schedule: "30 2 * * *", TimeZone: "UTC", HTTPAddr: ":8080"},
 		Providers: Providers{Stripe: Stripe{
 			APIBase: "https://api.stripe.com", RequestsPerSecond: 20, MaxRetries: 8, Timeout: Duration(30 * time.Second),
 			Accounts: []string{""},
@@ -162,6 +193,12 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 	}
 	if v := getenv("STRIPE_API_BASE"); v != "" {
 		cfg.Providers.Stripe.APIBase = v
+	}
+	if v := getenv("RECONCILER_HTTP_ADDR"); v != "" {
+		cfg.Serve.HTTPAddr = v
+	}
+	if v := getenv("RECONCILER_PUSHGATEWAY_URL"); v != "" {
+		cfg.Metrics.PushgatewayURL = v
 	}
 	s := &cfg.Providers.Stripe
 	s.apiKey = getenv("STRIPE_API_KEY")
@@ -237,6 +274,9 @@ func (c Config) Validate() error {
 	if c.Run.StuckAfter.D() <= 0 {
 		return &Error{Key: "run.stuck_after", Msg: "must be positive", Hint: "e.g. 72h"}
 	}
+	if c.Run.LockWait.D() < 0 {
+		return &Error{Key: "run.lock_wait", Msg: "must not be negative", Hint: "e.g. 0s (give up at once) or 30s"}
+	}
 	if c.Run.StuckLimit < -1 {
 		return &Error{Key: "run.stuck_limit", Msg: "must be -1 (off) or more", Hint: "e.g. 100"}
 	}
@@ -267,6 +307,20 @@ func (c Config) Validate() error {
 		if a != "" && !strings.HasPrefix(a, "acct_") {
 			return &Error{Key: fmt.Sprintf("providers.stripe.accounts[%d]", i), Msg: fmt.Sprintf("%q is not a connected account id", a), Hint: `use acct_… or "" for the platform`}
 		}
+	}
+	if c.Serve.TimeZone != "" {
+		if _, err := time.LoadLocation(c.Serve.TimeZone); err != nil {
+			return &Error{Key: "serve.time_zone", Msg: fmt.Sprintf("unknown time zone %q", c.Serve.TimeZone), Hint: "use an IANA name such as Europe/London or UTC"}
+		}
+	}
+	if _, err := cron.ParseStandard(c.Serve.CronSpec()); err != nil {
+		return &Error{Key: "serve.schedule", Msg: fmt.Sprintf("%q: %v", c.Serve.Schedule, err), Hint: `use five cron fields ("30 2 * * *"), a descriptor (@daily, @every 6h), optionally prefixed CRON_TZ=Europe/London`}
+	}
+	if c.Serve.HTTPAddr == "" || !strings.Contains(c.Serve.HTTPAddr, ":") {
+		return &Error{Key: "serve.http_addr", Msg: fmt.Sprintf("%q is not host:port", c.Serve.HTTPAddr), Hint: "e.g. :8080 or 127.0.0.1:8080; RECONCILER_HTTP_ADDR overrides"}
+	}
+	if u := c.Metrics.PushgatewayURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return &Error{Key: "metrics.pushgateway_url", Msg: fmt.Sprintf("%q is not an http(s) URL", u), Hint: "e.g. http://pushgateway.monitoring:9091, or leave empty"}
 	}
 	if strings.HasPrefix(s.apiKey, "pk_") {
 		return &Error{Key: "STRIPE_API_KEY", Msg: "is a publishable key", Hint: "use a secret (sk_…) or restricted (rk_…) key with read access"}

@@ -43,6 +43,9 @@ type Options struct {
 
 	// SkipLock runs without the advisory lock (tests of the guard only).
 	SkipLock bool
+	// LockWait is how long to keep trying for a lock another run holds
+	// (a process that just died holds it until the server notices).
+	LockWait time.Duration
 
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -67,7 +70,15 @@ type Result struct {
 	// DBRoundTrips counts the statements the run sent, BEGIN and COMMIT
 	// included, lock and run bookkeeping excluded.
 	DBRoundTrips int64
+	// Drift counts the run's drift items by kind and action.
+	Drift map[DriftKey]int64
+	// LastSuccess is when the last succeeded (non-dry) run of this provider
+	// and account finished, this one included; zero when none has.
+	LastSuccess time.Time
 }
+
+// DriftKey is a drift kind and action.
+type DriftKey struct{ Kind, Action string }
 
 func (o *Options) defaults() {
 	if o.Window == 0 {
@@ -101,19 +112,55 @@ func (o *Options) defaults() {
 // run as recorded: succeeded, failed (with the error) or interrupted (when
 // ctx was canceled; the batch in flight is finished first).
 func Run(ctx context.Context, o Options) (Result, error) {
+	h, err := Start(ctx, o)
+	if err != nil {
+		return Result{}, err
+	}
+	return h.Execute(ctx)
+}
+
+// Handle is a run that has been started: it holds the lock and its row is
+// recorded as running. Execute must be called exactly once.
+type Handle struct {
+	o     Options
+	st    *store
+	run   models.Run
+	w     window
+	lock  *lock
+	log   *slog.Logger
+	start time.Time
+}
+
+// RunID is the id of the recorded run.
+func (h *Handle) RunID() int64 { return h.run.ID }
+
+// Start takes the lock, plans the window and records the run as running,
+// so that a caller (the HTTP API) can answer with the run's id before the
+// work begins. It returns ErrLocked when another run holds the lock.
+func Start(ctx context.Context, o Options) (h *Handle, err error) {
 	o.defaults()
 	provider := o.Provider.Name()
 	log := o.Logger.With("provider", provider, "account", o.Account)
-	st := &store{db: o.DB}
-
+	h = &Handle{o: o, st: &store{db: o.DB}, log: log, start: time.Now()}
 	if !o.SkipLock {
-		l, err := tryLock(ctx, o.DB, provider, o.Account)
+		deadline := time.Now().Add(o.LockWait)
+		for {
+			h.lock, err = tryLock(ctx, o.DB, provider, o.Account)
+			if !errors.Is(err, ErrLocked) || !time.Now().Before(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
 		if err != nil {
-			return Result{}, err
+			return nil, err
 		}
 		defer func() {
-			if err := l.release(context.WithoutCancel(ctx)); err != nil {
-				log.Warn("release run lock", "error", err)
+			if err != nil {
+				h.releaseLock(ctx)
 			}
 		}()
 	}
@@ -121,39 +168,57 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	now := o.Now().UTC()
 	w, notes, err := planWindow(ctx, o, now)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	run := models.Run{
+	h.w = w
+	h.run = models.Run{
 		Provider: provider, Account: o.Account,
 		WindowStart: w.since, WindowEnd: w.until, StartedAt: now,
 		Status: models.RunRunning, Trigger: o.Trigger, TriggeredBy: o.TriggeredBy, DryRun: o.DryRun,
 	}
-	run.Notes, _ = json.Marshal(notes)
-	if err := o.DB.WithContext(ctx).Create(&run).Error; err != nil {
-		return Result{}, fmt.Errorf("record run: %w", err)
+	h.run.Notes, _ = json.Marshal(notes)
+	if err := o.DB.WithContext(ctx).Create(&h.run).Error; err != nil {
+		return nil, fmt.Errorf("record run: %w", err)
 	}
-	log = log.With("run_id", run.ID)
+	h.log = log.With("run_id", h.run.ID)
 	if len(notes) > 0 {
-		log.Warn("window adjusted", "notes", notes)
+		h.log.Warn("window adjusted", "notes", notes)
 	}
 	if !o.SkipLock {
 		// We hold the lock, so any other running run of this account died.
 		res := o.DB.WithContext(ctx).Model(&models.Run{}).
-			Where("provider = ? AND account = ? AND status = ? AND id <> ?", provider, o.Account, models.RunRunning, run.ID).
-			Updates(map[string]any{"status": models.RunInterrupted, "finished_at": now, "error": fmt.Sprintf("did not finish; found by run %d", run.ID)})
+			Where("provider = ? AND account = ? AND status = ? AND id <> ?", provider, o.Account, models.RunRunning, h.run.ID).
+			Updates(map[string]any{"status": models.RunInterrupted, "finished_at": now, "error": fmt.Sprintf("did not finish; found by run %d", h.run.ID)})
 		if res.Error != nil {
-			return Result{}, fmt.Errorf("mark dead runs interrupted: %w", res.Error)
+			return nil, fmt.Errorf("mark dead runs interrupted: %w", res.Error)
 		}
 		if res.RowsAffected > 0 {
-			log.Warn("marked earlier runs interrupted", "count", res.RowsAffected)
+			h.log.Warn("marked earlier runs interrupted", "count", res.RowsAffected)
 		}
 	}
-	log.Info("run started", "window_start", w.since, "window_end", w.until, "dry_run", o.DryRun)
+	h.log.Info("run started", "window_start", w.since, "window_end", w.until, "dry_run", o.DryRun,
+		"trigger", o.Trigger, "triggered_by", o.TriggeredBy)
+	return h, nil
+}
 
-	e := &engine{o: o, st: st, run: &run, log: log, sim: map[string]Local{}, start: time.Now()}
-	runErr := e.stream(ctx, w)
+func (h *Handle) releaseLock(ctx context.Context) {
+	if h.lock == nil {
+		return
+	}
+	if err := h.lock.release(context.WithoutCancel(ctx)); err != nil {
+		h.log.Warn("release run lock", "error", err)
+	}
+	h.lock = nil
+}
+
+// Execute does the run's work, records how it ended and releases the lock.
+func (h *Handle) Execute(ctx context.Context) (Result, error) {
+	defer h.releaseLock(ctx)
+	o, run, log := h.o, &h.run, h.log
+	e := &engine{o: o, st: h.st, run: run, log: log, sim: map[string]Local{}, start: h.start}
+	runErr := e.stream(ctx, h.w)
 	if runErr == nil && o.StuckLimit > 0 {
-		runErr = e.stuck(ctx, now)
+		runErr = e.stuck(ctx, run.StartedAt)
 	}
 
 	fin := o.Now().UTC()
@@ -173,18 +238,45 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	run.APIRequests = o.Provider.Requests()
 	wctx := context.WithoutCancel(ctx)
-	if err := o.DB.WithContext(wctx).Model(&models.Run{}).Where("id = ?", run.ID).Updates(map[string]any{
+	db := o.DB.WithContext(wctx)
+	res := Result{Run: *run, DBRoundTrips: h.st.trips.Load(), Drift: map[DriftKey]int64{}}
+	var drift []struct {
+		Kind, Action string
+		N            int64
+	}
+	if err := db.Raw(`SELECT kind, action, count(*) AS n FROM drift_items WHERE run_id = ? GROUP BY kind, action`, run.ID).Scan(&drift).Error; err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("count drift: %w", err))
+	}
+	for _, d := range drift {
+		res.Drift[DriftKey{Kind: d.Kind, Action: d.Action}] = d.N
+	}
+	var last models.Run
+	if err := db.Where("provider = ? AND account = ? AND status = ? AND NOT dry_run", run.Provider, run.Account, models.RunSucceeded).
+		Order("finished_at DESC").Limit(1).Find(&last).Error; err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("read last success: %w", err))
+	}
+	if last.FinishedAt != nil {
+		res.LastSuccess = *last.FinishedAt
+	}
+	if run.Status == models.RunSucceeded && !run.DryRun {
+		res.LastSuccess = fin
+	}
+	// The lock goes before the final record, so that whoever sees the run
+	// ended can start the next one at once. A run starting in between marks
+	// this one interrupted; the update below then records the truth.
+	h.releaseLock(ctx)
+	if err := db.Model(&models.Run{}).Where("id = ?", run.ID).Updates(map[string]any{
 		"status": run.Status, "finished_at": run.FinishedAt, "error": run.Error, "api_requests": run.APIRequests,
 	}).Error; err != nil {
-		return Result{}, errors.Join(runErr, fmt.Errorf("record run end: %w", err))
+		return res, errors.Join(runErr, fmt.Errorf("record run end: %w", err))
 	}
-	if err := o.DB.WithContext(wctx).First(&run, run.ID).Error; err != nil {
-		return Result{}, errors.Join(runErr, fmt.Errorf("reread run: %w", err))
+	if err := db.First(&res.Run, run.ID).Error; err != nil {
+		return res, errors.Join(runErr, fmt.Errorf("reread run: %w", err))
 	}
-	log.Info("run finished", "status", run.Status, "examined", run.Examined, "repaired", run.Repaired,
-		"refused", run.Refused, "synthetic_events", run.SyntheticEvents, "api_requests", run.APIRequests,
-		"db_round_trips", st.trips.Load(), "duration", fin.Sub(now))
-	return Result{Run: run, DBRoundTrips: st.trips.Load()}, runErr
+	log.Info("run finished", "status", res.Run.Status, "examined", res.Run.Examined, "repaired", res.Run.Repaired,
+		"refused", res.Run.Refused, "synthetic_events", res.Run.SyntheticEvents, "api_requests", res.Run.APIRequests,
+		"db_round_trips", res.DBRoundTrips, "duration", fin.Sub(run.StartedAt))
+	return res, runErr
 }
 
 type window struct{ since, until time.Time }

@@ -87,13 +87,7 @@ func Load(ctx context.Context, db *gorm.DB, runIDs ...int64) (Report, error) {
 		if err := db.WithContext(ctx).Where("run_id = ?", id).Order("id").Find(&items).Error; err != nil {
 			return rep, fmt.Errorf("read drift items of run %d: %w", id, err)
 		}
-		rr := RunReport{ID: r.ID, Provider: r.Provider, Account: r.Account, WindowStart: r.WindowStart.UTC(), WindowEnd: r.WindowEnd.UTC(),
-			StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt, Status: r.Status, Trigger: r.Trigger, TriggeredBy: r.TriggeredBy,
-			DryRun: r.DryRun, Examined: r.Examined, InSync: r.InSync, Repaired: r.Repaired, Refused: r.Refused, Reported: r.Reported,
-			SyntheticEvents: r.SyntheticEvents, EventsRead: r.EventsRead, APIRequests: r.APIRequests, Error: r.Error, Items: []Item{}}
-		if r.EventsRead > 0 {
-			rr.WebhookMissRatio = float64(r.SyntheticEvents) / float64(r.EventsRead)
-		}
+		rr := Summary(r)
 		for _, it := range items {
 			d := map[string]any{}
 			_ = json.Unmarshal(it.Detail, &d)
@@ -106,6 +100,18 @@ func Load(ctx context.Context, db *gorm.DB, runIDs ...int64) (Report, error) {
 		rep.Runs = append(rep.Runs, rr)
 	}
 	return rep, nil
+}
+
+// Summary is a run without its items.
+func Summary(r models.Run) RunReport {
+	rr := RunReport{ID: r.ID, Provider: r.Provider, Account: r.Account, WindowStart: r.WindowStart.UTC(), WindowEnd: r.WindowEnd.UTC(),
+		StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt, Status: r.Status, Trigger: r.Trigger, TriggeredBy: r.TriggeredBy,
+		DryRun: r.DryRun, Examined: r.Examined, InSync: r.InSync, Repaired: r.Repaired, Refused: r.Refused, Reported: r.Reported,
+		SyntheticEvents: r.SyntheticEvents, EventsRead: r.EventsRead, APIRequests: r.APIRequests, Error: r.Error, Items: []Item{}}
+	if r.EventsRead > 0 {
+		rr.WebhookMissRatio = float64(r.SyntheticEvents) / float64(r.EventsRead)
+	}
+	return rr
 }
 
 func priority(it Item) int {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // the container has no zoneinfo; CRON_TZ and serve.time_zone need it
 
 	"github.com/reconciler/reconciler/config"
 )
@@ -41,6 +42,7 @@ Usage:
   reconciler run     [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
                      [--window DUR] [--dry-run] [--report FILE] [--format json|csv|md]
   reconciler migrate [--config FILE]
+  reconciler serve   [--config FILE]        long-running: cron schedule, HTTP API, metrics
   reconciler version
 
 Times are RFC 3339 or dates (2026-11-01); durations are Go durations (24h, 90m).
@@ -66,6 +68,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		err = cmdRun(ctx, args[1:], stdout, stderr, getenv)
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], stdout, stderr, getenv)
+	case "serve":
+		err = cmdServe(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "reconciler %s\n", version)
 		return exitOK

@@ -233,7 +233,7 @@ func TestKilledBetweenBatchesThenRerun(t *testing.T) {
 	require.Equal(t, models.RunRunning, runs[0].Status, "a killed run cannot record anything")
 
 	w.fake.SetLatency(0)
-	r := cli(t, w.env, "run", "--format", "json")
+	r := cli(t, w.env, "run", "--lock-wait", "20s", "--format", "json")
 	require.Equal(t, 0, r.code, r.stderr)
 	runs = w.runs(t)
 	require.Equal(t, models.RunInterrupted, runs[0].Status)

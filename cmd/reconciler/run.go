@@ -10,7 +10,10 @@ import (
 	"slices"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/reconcile"
@@ -21,10 +24,10 @@ import (
 var knownProviders = []string{stripe.Name}
 
 type runFlags struct {
-	config, since, until, window, reportFile, format, trigger string
-	providers, accounts                                       multiFlag
-	dryRun, noMigrate                                         bool
-	batchSize                                                 int
+	config, since, until, window, reportFile, format, trigger, lockWait string
+	providers, accounts                                                 multiFlag
+	dryRun, noMigrate                                                   bool
+	batchSize                                                           int
 }
 
 // job is one (provider, account) to reconcile.
@@ -48,6 +51,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	fs.StringVar(&f.trigger, "trigger", models.TriggerManual, "what started the run, recorded on it: manual, schedule or api")
 	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply pending migrations first")
 	fs.IntVar(&f.batchSize, "batch-size", 0, "payments per write transaction (default from config)")
+	fs.StringVar(&f.lockWait, "lock-wait", "", "keep trying this long for a lock another run holds before exit code 3 (default from config: 0s)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -85,6 +89,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	case models.TriggerManual, models.TriggerSchedule, models.TriggerAPI:
 	default:
 		return usagef("--trigger: unknown trigger %q (use manual, schedule or api)", f.trigger)
+	}
+	if f.lockWait != "" {
+		d, err := time.ParseDuration(f.lockWait)
+		if err != nil || d < 0 {
+			return usagef("--lock-wait: %q is not a duration (write e.g. 30s)", f.lockWait)
+		}
+		cfg.Run.LockWait = config.Duration(d)
 	}
 	if f.batchSize != 0 {
 		if f.batchSize < 1 {
@@ -134,6 +145,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		os.Exit(exitFailed)
 	}()
 
+	m := metrics.New()
 	var runIDs []int64
 	var failed, locked []string
 	for _, j := range jobs {
@@ -142,13 +154,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		if err != nil {
 			return err
 		}
-		res, err := reconcile.Run(ctx, reconcile.Options{
-			DB: db, Provider: p, Account: j.account, Since: since, Until: until,
-			Window: cfg.Run.Window.D(), Overlap: cfg.Run.Overlap.D(), DryRun: f.dryRun,
-			Trigger: f.trigger, TriggeredBy: triggeredBy(getenv), BatchSize: cfg.Run.BatchSize,
-			StuckAfter: cfg.Run.StuckAfter.D(), StuckLimit: cfg.Run.StuckLimit, Logger: log,
-			Progress: progressPrinter(stderr),
-		})
+		o := engineOptions(cfg, db, p, log)
+		o.Account, o.Since, o.Until, o.DryRun = j.account, since, until, f.dryRun
+		o.Trigger, o.TriggeredBy = f.trigger, triggeredBy(getenv)
+		o.Progress = progressPrinter(stderr)
+		res, err := reconcile.Run(ctx, o)
+		if bs, ok := p.(interface{ RequestsByStatus() map[int]int64 }); ok {
+			m.Observe(res, bs.RequestsByStatus())
+		}
 		if res.Run.ID != 0 {
 			runIDs = append(runIDs, res.Run.ID)
 		}
@@ -163,6 +176,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		}
 		if ctx.Err() != nil {
 			break
+		}
+	}
+	if u := cfg.Metrics.PushgatewayURL; u != "" {
+		host, _ := os.Hostname()
+		if err := m.Push(context.WithoutCancel(ctx), u, host); err != nil {
+			log.Warn("metrics not pushed", "error", err) // never fails the run
 		}
 	}
 	if len(runIDs) > 0 {
@@ -230,6 +249,14 @@ func plan(cfg config.Config, f runFlags) ([]job, error) {
 		}
 	}
 	return jobs, nil
+}
+
+// engineOptions are the engine's options from the configuration.
+func engineOptions(cfg config.Config, db *gorm.DB, p reconcile.Provider, log *slog.Logger) reconcile.Options {
+	return reconcile.Options{
+		DB: db, Provider: p, Window: cfg.Run.Window.D(), Overlap: cfg.Run.Overlap.D(), BatchSize: cfg.Run.BatchSize,
+		StuckAfter: cfg.Run.StuckAfter.D(), StuckLimit: cfg.Run.StuckLimit, LockWait: cfg.Run.LockWait.D(), Logger: log,
+	}
 }
 
 // newProvider builds the client for one provider.
