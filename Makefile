@@ -6,8 +6,8 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 help: ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build the static binary into bin/
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/reconciler
+build: ## build the static binary into bin/ (the command the Dockerfile runs)
+	VERSION=$(VERSION) scripts/build.sh $(BIN)
 
 test: ## run every test against a throwaway PostgreSQL (or $$DATABASE_URL)
 	./scripts/test.sh
@@ -20,10 +20,13 @@ lint: ## gofmt, go vet, staticcheck
 	go vet ./...
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
+image: ## build the container image (needs a Docker engine)
+	docker build --build-arg VERSION=$(VERSION) -t reconciler:$(VERSION) .
+
 bench: ## the end-to-end benchmark (10,000 payments) against a throwaway PostgreSQL
 	./scripts/test.sh ./reconcile/ -run '^$$' -bench BenchmarkRun -benchtime 3x
 
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help build test demo lint bench ci
+.PHONY: help build image test demo lint bench ci
