@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"slices"
@@ -215,7 +216,8 @@ func (h *Handle) releaseLock(ctx context.Context) {
 func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	defer h.releaseLock(ctx)
 	o, run, log := h.o, &h.run, h.log
-	e := &engine{o: o, st: h.st, run: run, log: log, sim: map[string]Local{}, start: h.start}
+	e := &engine{o: o, st: h.st, run: run, log: log, sim: map[string]Local{}, start: h.start,
+		seen: map[uint64]struct{}{}, drifted: map[uint64]struct{}{}}
 	runErr := e.stream(ctx, h.w)
 	if runErr == nil && o.StuckLimit > 0 {
 		runErr = e.stuck(ctx, run.StartedAt)
@@ -324,6 +326,16 @@ type engine struct {
 	sim   map[string]Local // dry runs: rows as the simulation left them
 	total counts
 	start time.Time
+	// seen and drifted hold 64-bit hashes of the payments examined so far and
+	// of those with a drift item, so that a payment whose facts span batches
+	// counts once (about 16 bytes a payment).
+	seen, drifted map[uint64]struct{}
+}
+
+func idHash(id string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	return h.Sum64()
 }
 
 // stream reads the window and writes it in batches of whole pages.
@@ -397,6 +409,7 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 	events := slices.Clone(p.Events)
 	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.ID, b.ID) })
 	var c counts
+	var newSeen, newDrifted map[uint64]struct{}
 	provider := e.o.Provider.Name()
 	err := e.st.retryTx(wctx, func(tx *gorm.DB) error {
 		c = counts{Events: int64(len(p.Events))}
@@ -487,12 +500,16 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 
 		var items []itemRow
 		recon := map[string]eventRow{}
+		newSeen, newDrifted = map[uint64]struct{}{}, map[uint64]struct{}{}
 		for _, id := range order {
 			o := out[id]
 			its := Classify(before[id], o.after, plans[id], o.applied, o.inserted)
-			c.Examined++
-			if len(its) == 0 {
-				c.InSync++
+			h := idHash(id)
+			if _, ok := e.seen[h]; !ok {
+				newSeen[h] = struct{}{}
+			}
+			if _, ok := e.drifted[h]; !ok && len(its) > 0 {
+				newDrifted[h] = struct{}{}
 			}
 			for _, it := range its {
 				switch it.Action {
@@ -541,12 +558,21 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 		if err := e.st.insertItems(tx, provider, e.run.ID, items); err != nil {
 			return err
 		}
+		c.Examined = int64(len(e.seen) + len(newSeen))
+		c.InSync = c.Examined - int64(len(e.drifted)+len(newDrifted))
 		return e.st.addCounts(tx, e.run.ID, c, e.o.Provider.Requests())
 	})
 	if err != nil {
 		return fmt.Errorf("write batch of %d payments: %w", len(order), err)
 	}
+	for h := range newSeen {
+		e.seen[h] = struct{}{}
+	}
+	for h := range newDrifted {
+		e.drifted[h] = struct{}{}
+	}
 	e.total.add(c)
+	e.total.Examined, e.total.InSync = c.Examined, c.InSync
 	if e.o.Progress != nil {
 		e.o.Progress(Progress{RunID: e.run.ID, EventsRead: e.total.Events, Examined: e.total.Examined,
 			Repaired: e.total.Repaired, Refused: e.total.Refused, Requests: e.o.Provider.Requests(), Elapsed: time.Since(e.start)})

@@ -531,3 +531,14 @@ func TestStuckPaymentPath(t *testing.T) {
 	res2 := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
 	require.Zero(t, res2.Run.SyntheticEvents, "the deterministic id makes reruns insert nothing")
 }
+
+func TestExaminedCountsEachPaymentOnceAcrossBatches(t *testing.T) {
+	e := newEnv(t)
+	e.acct.Generate(stripefake.GenOptions{Payments: 200, Start: at(-20), End: at(-1), Seed: 17})
+	e.deliver(func(i int, _ stripefake.Delivery) bool { return i%5 != 0 })
+	res := e.run(func(o *reconcile.Options) { o.BatchSize = 7 })
+	require.Equal(t, int64(len(e.acct.ExpectedAt(now))), res.Run.Examined)
+	var drifted int64
+	require.NoError(t, e.db.Raw(`SELECT count(DISTINCT provider_id) FROM drift_items WHERE run_id = ?`, res.Run.ID).Scan(&drifted).Error)
+	require.Equal(t, res.Run.Examined-drifted, res.Run.InSync)
+}

@@ -252,7 +252,8 @@ func (s *store) insertItems(tx *gorm.DB, provider string, runID int64, rows []it
 	return nil
 }
 
-// counts are a batch's additions to the run's counters.
+// counts are a batch's additions to the run's counters, except Examined
+// and InSync, which are the run's totals so far (distinct payments).
 type counts struct {
 	Examined, InSync, Repaired, Refused, Reported, Synthetic, Events int64
 }
@@ -269,7 +270,7 @@ func (c *counts) add(o counts) {
 
 func (s *store) addCounts(tx *gorm.DB, runID int64, c counts, apiRequests int64) error {
 	return s.exec(tx, `UPDATE reconciliation_runs SET
-		examined = examined + ?, in_sync = in_sync + ?, repaired = repaired + ?, refused = refused + ?,
+		examined = ?, in_sync = ?, repaired = repaired + ?, refused = refused + ?,
 		reported = reported + ?, synthetic_events = synthetic_events + ?, events_read = events_read + ?,
 		api_requests = ?
 		WHERE id = ?`, c.Examined, c.InSync, c.Repaired, c.Refused, c.Reported, c.Synthetic, c.Events, apiRequests, runID)
