@@ -83,7 +83,39 @@ type Log struct {
 
 // Providers configures each provider.
 type Providers struct {
-	Stripe Stripe `yaml:"stripe"`
+	Stripe     Stripe     `yaml:"stripe"`
+	GoCardless GoCardless `yaml:"gocardless"`
+}
+
+// GoCardless configures the GoCardless provider. The access token comes
+// from GOCARDLESS_ACCESS_TOKEN or from the file named by access_token_file.
+type GoCardless struct {
+	Enabled           *bool    `yaml:"enabled"` // default: on when a token is available
+	AccessTokenFile   string   `yaml:"access_token_file"`
+	APIBase           string   `yaml:"api_base"` // GOCARDLESS_API_BASE overrides; default from the token (sandbox_… → sandbox)
+	RequestsPerSecond float64  `yaml:"requests_per_second"`
+	MaxRetries        int      `yaml:"max_retries"`
+	Timeout           Duration `yaml:"timeout"`
+	// StuckAfterWorkingDays is the stuck-payment threshold in UK working
+	// days (weekends and England and Wales bank holidays excluded).
+	StuckAfterWorkingDays int `yaml:"stuck_after_working_days"`
+	// HolidaysFile replaces the embedded bank holiday list (one ISO date a line).
+	HolidaysFile string `yaml:"holidays_file"`
+	// EventRetention is how far back the event log reaches; 0 when unknown.
+	EventRetention Duration `yaml:"event_retention"`
+
+	accessToken string
+}
+
+// AccessToken returns the resolved token.
+func (g GoCardless) AccessToken() string { return g.accessToken }
+
+// On reports whether GoCardless runs when no --provider is given.
+func (g GoCardless) On() bool {
+	if g.Enabled != nil {
+		return *g.Enabled
+	}
+	return g.accessToken != ""
 }
 
 // Stripe configures the Stripe provider. The key comes from STRIPE_API_KEY
@@ -140,7 +172,9 @@ func Default() Config {
 		Providers: Providers{Stripe: Stripe{
 			APIBase: "https://api.stripe.com", RequestsPerSecond: 20, MaxRetries: 8, Timeout: Duration(30 * time.Second),
 			Accounts: []string{""},
-		}},
+		},
+			GoCardless: GoCardless{RequestsPerSecond: 10, MaxRetries: 8, Timeout: Duration(30 * time.Second), StuckAfterWorkingDays: 5},
+		},
 	}
 }
 
@@ -199,6 +233,18 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 	}
 	if v := getenv("RECONCILER_PUSHGATEWAY_URL"); v != "" {
 		cfg.Metrics.PushgatewayURL = v
+	}
+	if v := getenv("GOCARDLESS_API_BASE"); v != "" {
+		cfg.Providers.GoCardless.APIBase = v
+	}
+	g := &cfg.Providers.GoCardless
+	g.accessToken = getenv("GOCARDLESS_ACCESS_TOKEN")
+	if g.accessToken == "" && g.AccessTokenFile != "" {
+		kb, err := readFile(g.AccessTokenFile)
+		if err != nil {
+			return cfg, &Error{Key: "providers.gocardless.access_token_file", Msg: "cannot read the token file", Hint: "mount the Secret there or set GOCARDLESS_ACCESS_TOKEN"}
+		}
+		g.accessToken = strings.TrimSpace(string(kb))
 	}
 	s := &cfg.Providers.Stripe
 	s.apiKey = getenv("STRIPE_API_KEY")
@@ -307,6 +353,25 @@ func (c Config) Validate() error {
 		if a != "" && !strings.HasPrefix(a, "acct_") {
 			return &Error{Key: fmt.Sprintf("providers.stripe.accounts[%d]", i), Msg: fmt.Sprintf("%q is not a connected account id", a), Hint: `use acct_… or "" for the platform`}
 		}
+	}
+	g := c.Providers.GoCardless
+	if g.APIBase != "" && !strings.HasPrefix(g.APIBase, "http://") && !strings.HasPrefix(g.APIBase, "https://") {
+		return &Error{Key: "providers.gocardless.api_base", Msg: fmt.Sprintf("%q is not an http(s) URL", g.APIBase), Hint: "e.g. https://api-sandbox.gocardless.com, or set GOCARDLESS_API_BASE"}
+	}
+	if g.RequestsPerSecond <= 0 || g.RequestsPerSecond > 1000 {
+		return &Error{Key: "providers.gocardless.requests_per_second", Msg: fmt.Sprintf("%g is out of range", g.RequestsPerSecond), Hint: "GoCardless allows 1000 requests a minute per token; stay below about 15"}
+	}
+	if g.MaxRetries < 0 {
+		return &Error{Key: "providers.gocardless.max_retries", Msg: "must not be negative", Hint: "e.g. 8"}
+	}
+	if g.Timeout.D() <= 0 {
+		return &Error{Key: "providers.gocardless.timeout", Msg: "must be positive", Hint: "e.g. 30s"}
+	}
+	if g.StuckAfterWorkingDays < 1 || g.StuckAfterWorkingDays > 60 {
+		return &Error{Key: "providers.gocardless.stuck_after_working_days", Msg: fmt.Sprintf("%d is out of range", g.StuckAfterWorkingDays), Hint: "use 1 to 60; Bacs confirms about 3 working days after submission"}
+	}
+	if g.EventRetention.D() < 0 {
+		return &Error{Key: "providers.gocardless.event_retention", Msg: "must not be negative", Hint: "0s when unknown"}
 	}
 	if c.Serve.TimeZone != "" {
 		if _, err := time.LoadLocation(c.Serve.TimeZone); err != nil {

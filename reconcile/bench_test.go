@@ -27,8 +27,8 @@ func BenchmarkRun(b *testing.B) {
 	acct := fake.Account("")
 	acct.CreatePayment(100, "gbp", false, now.Add(-10*24*time.Hour)) // history before the window
 	acct.Generate(stripefake.GenOptions{Payments: 10000, Start: now.Add(-5 * 24 * time.Hour), End: now.Add(-time.Minute), Seed: 99})
-	ds := acct.Deliveries()
-	_, _, err := webhooksim.Seed(context.Background(), db.DB, "stripe", ds, now, func(i int, _ stripefake.Delivery) bool { return i%10 != 3 })
+	ds := webhooksim.Stripe(acct.Deliveries())
+	_, _, err := webhooksim.Seed(context.Background(), db.DB, "stripe", ds, now, func(i int, _ webhooksim.Delivery) bool { return i%10 != 3 })
 	require.NoError(b, err)
 	require.NoError(b, db.Exec(`CREATE TABLE seed_payments AS SELECT * FROM payments; CREATE TABLE seed_events AS SELECT * FROM webhook_events`).Error)
 	b.ResetTimer()

@@ -41,6 +41,9 @@ type Options struct {
 	// payments whose source_updated_at is older than StuckAfter.
 	StuckAfter time.Duration // default 72h
 	StuckLimit int           // default 100; negative disables the path
+	// StuckBefore, when set, replaces StuckAfter: payments last changed
+	// before StuckBefore(now) are stuck (Direct Debit counts working days).
+	StuckBefore func(now time.Time) time.Time
 
 	// SkipLock runs without the advisory lock (tests of the guard only).
 	SkipLock bool
@@ -370,10 +373,14 @@ func (e *engine) stream(ctx context.Context, w window) error {
 
 // stuck re-fetches non-terminal payments that have not moved for a while.
 func (e *engine) stuck(ctx context.Context, now time.Time) error {
+	cutoff := now.Add(-e.o.StuckAfter)
+	if e.o.StuckBefore != nil {
+		cutoff = e.o.StuckBefore(now)
+	}
 	var ids []string
 	err := e.o.DB.WithContext(ctx).Model(&models.Payment{}).
 		Where("provider = ? AND account = ? AND state IN ? AND source_updated_at < ?",
-			e.o.Provider.Name(), e.o.Account, []string{"created", "authorised", "captured"}, now.Add(-e.o.StuckAfter)).
+			e.o.Provider.Name(), e.o.Account, []string{"created", "authorised", "captured"}, cutoff).
 		Order("source_updated_at").Limit(e.o.StuckLimit).Pluck("provider_id", &ids).Error
 	if err != nil || len(ids) == 0 {
 		return err

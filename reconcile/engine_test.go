@@ -74,15 +74,15 @@ func (e *env) items(runID int64) []models.DriftItem {
 }
 
 // deliver applies the account's deliveries whose index keep accepts.
-func (e *env) deliver(keep func(i int, d stripefake.Delivery) bool) (delivered, missed int) {
+func (e *env) deliver(keep func(i int, d webhooksim.Delivery) bool) (delivered, missed int) {
 	e.t.Helper()
-	d, m, err := webhooksim.Seed(context.Background(), e.db.DB, "stripe", e.acct.Deliveries(), now, keep)
+	d, m, err := webhooksim.Seed(context.Background(), e.db.DB, "stripe", webhooksim.Stripe(e.acct.Deliveries()), now, keep)
 	require.NoError(e.t, err)
 	return d, m
 }
 
-func deliverTypes(types ...string) func(int, stripefake.Delivery) bool {
-	return func(_ int, d stripefake.Delivery) bool { return slices.Contains(types, d.EventType) }
+func deliverTypes(types ...string) func(int, webhooksim.Delivery) bool {
+	return func(_ int, d webhooksim.Delivery) bool { return slices.Contains(types, d.EventType) }
 }
 
 func at(h float64) time.Time { return now.Add(time.Duration(h * float64(time.Hour))) }
@@ -234,7 +234,7 @@ func TestUnknownStatusReported(t *testing.T) {
 	e := newEnv(t)
 	pi := e.acct.CreatePayment(1000, "gbp", true, at(-4))
 	e.acct.Authorise(pi, at(-4).Add(time.Minute))
-	e.deliver(func(int, stripefake.Delivery) bool { return true })
+	e.deliver(func(int, webhooksim.Delivery) bool { return true })
 	e.acct.SetRawStatus(pi, "requires_reauthorization", "payment_intent.processing", at(-2))
 
 	res := e.run(nil)
@@ -293,10 +293,10 @@ func TestStripeTrapsAndChargeback(t *testing.T) {
 func TestDuplicateAndShuffledDeliveriesConverge(t *testing.T) {
 	e := newEnv(t)
 	e.acct.Generate(stripefake.GenOptions{Payments: 300, Start: at(-20), End: at(-1), Seed: 7})
-	ds := e.acct.Deliveries()
+	ds := webhooksim.Stripe(e.acct.Deliveries())
 	rng := rand.New(rand.NewPCG(1, 2))
 	// Webhooks arrive shuffled, some twice, a fifth never.
-	var shuffled []stripefake.Delivery
+	var shuffled []webhooksim.Delivery
 	for _, d := range ds {
 		if rng.IntN(5) == 0 {
 			continue
@@ -352,10 +352,10 @@ func TestTwentyConcurrentRunsAndARacingWriter(t *testing.T) {
 	e := newEnv(t)
 	forbidBackwards(t, e.db.DB)
 	e.acct.Generate(stripefake.GenOptions{Payments: 400, Start: at(-20), End: at(-1), Seed: 11})
-	ds := e.acct.Deliveries()
+	ds := webhooksim.Stripe(e.acct.Deliveries())
 	rng := rand.New(rand.NewPCG(3, 4))
-	var late []stripefake.Delivery
-	e.deliver(func(i int, d stripefake.Delivery) bool {
+	var late []webhooksim.Delivery
+	e.deliver(func(i int, d webhooksim.Delivery) bool {
 		if rng.IntN(3) == 0 {
 			late = append(late, d)
 			return false
@@ -417,7 +417,7 @@ func TestTwentyConcurrentRunsAndARacingWriter(t *testing.T) {
 func TestSurvives429And500(t *testing.T) {
 	e := newEnv(t)
 	e.acct.Generate(stripefake.GenOptions{Payments: 200, Start: at(-20), End: at(-1), Seed: 5})
-	e.deliver(func(i int, _ stripefake.Delivery) bool { return i%3 != 0 })
+	e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%3 != 0 })
 	e.fake.FailNext(500, 3)
 	e.fake.SetFailureRate(429, 0.4)
 	res := e.run(func(o *reconcile.Options) { o.BatchSize = 40 })
@@ -432,7 +432,7 @@ func TestSurvives429And500(t *testing.T) {
 func TestDryRunWritesOnlyRunAndItems(t *testing.T) {
 	e := newEnv(t)
 	e.acct.Generate(stripefake.GenOptions{Payments: 100, Start: at(-20), End: at(-1), Seed: 9})
-	e.deliver(func(i int, _ stripefake.Delivery) bool { return i%4 != 0 })
+	e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%4 != 0 })
 	var before []models.Payment
 	require.NoError(t, e.db.Order("id").Find(&before).Error)
 	var evBefore int64
@@ -516,7 +516,7 @@ func TestStuckPaymentPath(t *testing.T) {
 	e := newEnv(t)
 	pi := e.acct.CreatePayment(1000, "gbp", true, at(-24*10))
 	e.acct.Authorise(pi, at(-24*10).Add(time.Minute))
-	e.deliver(func(int, stripefake.Delivery) bool { return true })
+	e.deliver(func(int, webhooksim.Delivery) bool { return true })
 	e.acct.Cancel(pi, at(-24*9))
 	// The cancel event is outside tonight's window: only the janitor finds it.
 	res := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
@@ -535,7 +535,7 @@ func TestStuckPaymentPath(t *testing.T) {
 func TestExaminedCountsEachPaymentOnceAcrossBatches(t *testing.T) {
 	e := newEnv(t)
 	e.acct.Generate(stripefake.GenOptions{Payments: 200, Start: at(-20), End: at(-1), Seed: 17})
-	e.deliver(func(i int, _ stripefake.Delivery) bool { return i%5 != 0 })
+	e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%5 != 0 })
 	res := e.run(func(o *reconcile.Options) { o.BatchSize = 7 })
 	require.Equal(t, int64(len(e.acct.ExpectedAt(now))), res.Run.Examined)
 	var drifted int64

@@ -49,7 +49,7 @@ func main() {
 		if _, err := models.Migrate(ctx, db); err != nil {
 			log.Fatalf("migrate: %v", err)
 		}
-		delivered, miss, err := webhooksim.Seed(ctx, db, "stripe", acct.Deliveries(), now, func(i int, _ stripefake.Delivery) bool {
+		delivered, miss, err := webhooksim.Seed(ctx, db, "stripe", webhooksim.Stripe(acct.Deliveries()), now, func(i int, _ webhooksim.Delivery) bool {
 			return *missed <= 0 || i%*missed != *missed/2
 		})
 		if err != nil {

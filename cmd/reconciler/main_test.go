@@ -220,8 +220,8 @@ func TestKilledBetweenBatchesThenRerun(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.acct.Generate(stripefake.GenOptions{Payments: 600, Start: w.now.Add(-20 * time.Hour), End: w.now.Add(-time.Hour), Seed: 21})
-	_, _, err := webhooksim.Seed(context.Background(), w.db.DB, "stripe", w.acct.Deliveries(), w.now,
-		func(i int, _ stripefake.Delivery) bool { return i%3 != 0 })
+	_, _, err := webhooksim.Seed(context.Background(), w.db.DB, "stripe", webhooksim.Stripe(w.acct.Deliveries()), w.now,
+		func(i int, _ webhooksim.Delivery) bool { return i%3 != 0 })
 	require.NoError(t, err)
 	w.fake.SetLatency(15 * time.Millisecond)
 
@@ -304,10 +304,10 @@ func TestTenThousandPayments(t *testing.T) {
 	// An account with history before the window (an anchor for paging).
 	w.acct.CreatePayment(100, "gbp", false, w.now.Add(-10*24*time.Hour))
 	w.acct.Generate(stripefake.GenOptions{Payments: 10000, Start: w.now.Add(-5 * 24 * time.Hour), End: w.now.Add(-time.Minute), Seed: 99})
-	ds := w.acct.Deliveries()
+	ds := webhooksim.Stripe(w.acct.Deliveries())
 	missed := map[string]bool{}
 	_, nMissed, err := webhooksim.Seed(context.Background(), w.db.DB, "stripe", ds, w.now,
-		func(i int, d stripefake.Delivery) bool {
+		func(i int, d webhooksim.Delivery) bool {
 			if i%10 == 3 {
 				missed[d.EventID] = true
 				return false

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -15,13 +16,15 @@ import (
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/gocardless"
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/report"
+	"github.com/reconciler/reconciler/workdays"
 )
 
 // knownProviders are the names --provider accepts.
-var knownProviders = []string{stripe.Name}
+var knownProviders = []string{stripe.Name, gocardless.Name}
 
 type runFlags struct {
 	config, since, until, window, reportFile, format, trigger, lockWait string
@@ -105,6 +108,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 	jobs, err := plan(cfg, f)
 	if err != nil {
+		return err
+	}
+	if err := checkProviders(cfg, jobs); err != nil {
 		return err
 	}
 	if cfg.Database.URL == "" {
@@ -231,18 +237,26 @@ func plan(cfg config.Config, f runFlags) ([]job, error) {
 		if cfg.Providers.Stripe.On() {
 			providers = append(providers, stripe.Name)
 		}
+		if cfg.Providers.GoCardless.On() {
+			providers = append(providers, gocardless.Name)
+		}
 		if len(providers) == 0 {
-			return nil, &config.Error{Key: "providers", Msg: "no provider is configured", Hint: "set STRIPE_API_KEY (or providers.stripe.api_key_file) or pass --provider"}
+			return nil, &config.Error{Key: "providers", Msg: "no provider is configured", Hint: "set STRIPE_API_KEY or GOCARDLESS_ACCESS_TOKEN (or their *_file keys), or pass --provider"}
 		}
 	}
 	var jobs []job
 	for _, p := range providers {
 		accounts := []string(f.accounts)
-		if len(accounts) == 0 {
+		switch {
+		case p == gocardless.Name && len(accounts) > 0:
+			return nil, usagef("--account: gocardless has no connected accounts; run it without --account")
+		case p == gocardless.Name:
+			accounts = []string{""}
+		case len(accounts) == 0:
 			accounts = cfg.Providers.Stripe.Accounts
 		}
 		for _, a := range accounts {
-			if a != "" && len(a) < 6 {
+			if a != "" && !strings.HasPrefix(a, "acct_") {
 				return nil, usagef("--account: %q is not a connected account id (acct_…)", a)
 			}
 			jobs = append(jobs, job{provider: p, account: a})
@@ -253,10 +267,45 @@ func plan(cfg config.Config, f runFlags) ([]job, error) {
 
 // engineOptions are the engine's options from the configuration.
 func engineOptions(cfg config.Config, db *gorm.DB, p reconcile.Provider, log *slog.Logger) reconcile.Options {
-	return reconcile.Options{
+	o := reconcile.Options{
 		DB: db, Provider: p, Window: cfg.Run.Window.D(), Overlap: cfg.Run.Overlap.D(), BatchSize: cfg.Run.BatchSize,
 		StuckAfter: cfg.Run.StuckAfter.D(), StuckLimit: cfg.Run.StuckLimit, LockWait: cfg.Run.LockWait.D(), Logger: log,
 	}
+	if p.Name() == gocardless.Name {
+		cal, _ := calendar(cfg) // validated by checkProviders before anything runs
+		n := cfg.Providers.GoCardless.StuckAfterWorkingDays
+		o.StuckBefore = func(now time.Time) time.Time { return cal.Before(now, n) }
+	}
+	return o
+}
+
+// calendar is the UK working-day calendar for Direct Debit thresholds.
+func calendar(cfg config.Config) (*workdays.Calendar, error) {
+	f := cfg.Providers.GoCardless.HolidaysFile
+	if f == "" {
+		return workdays.EnglandAndWales(), nil
+	}
+	cal, err := workdays.Load(f)
+	if err != nil {
+		return nil, &config.Error{Key: "providers.gocardless.holidays_file", Msg: err.Error(), Hint: "one ISO date (2026-12-25) a line; or remove the key to use the embedded list"}
+	}
+	return cal, nil
+}
+
+// checkProviders builds every job's provider once, so that a missing key or
+// a bad holiday file is a configuration error before the database is touched.
+func checkProviders(cfg config.Config, jobs []job) error {
+	for _, j := range jobs {
+		if _, err := newProvider(cfg, j.provider, nil); err != nil {
+			return err
+		}
+		if j.provider == gocardless.Name {
+			if _, err := calendar(cfg); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // newProvider builds the client for one provider.
@@ -269,6 +318,13 @@ func newProvider(cfg config.Config, name string, log *slog.Logger) (reconcile.Pr
 		}
 		return stripe.New(stripe.Config{APIKey: s.APIKey(), BaseURL: s.APIBase, RequestsPerSecond: s.RequestsPerSecond,
 			MaxRetries: s.MaxRetries, Timeout: s.Timeout.D(), Logger: log})
+	case gocardless.Name:
+		g := cfg.Providers.GoCardless
+		if g.AccessToken() == "" {
+			return nil, &config.Error{Key: "GOCARDLESS_ACCESS_TOKEN", Msg: "is not set", Hint: "export GOCARDLESS_ACCESS_TOKEN=sandbox_… or mount it and set providers.gocardless.access_token_file"}
+		}
+		return gocardless.New(gocardless.Config{AccessToken: g.AccessToken(), BaseURL: g.APIBase, RequestsPerSecond: g.RequestsPerSecond,
+			MaxRetries: g.MaxRetries, Timeout: g.Timeout.D(), Retention: g.EventRetention.D(), Logger: log})
 	}
 	return nil, usagef("unknown provider %q", name)
 }

@@ -41,6 +41,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
+	if err := checkProviders(cfg, jobs); err != nil {
+		return err
+	}
 	log := newLogger(cfg, stderr)
 	if len(tokens) == 0 {
 		log.Warn("no API tokens configured (RECONCILER_API_TOKENS or RECONCILER_API_TOKENS_FILE): POST /runs refuses everyone")

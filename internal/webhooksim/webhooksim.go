@@ -18,11 +18,41 @@ import (
 	"github.com/reconciler/reconciler/reconcile"
 )
 
+// Delivery is one webhook delivery: an event and the facts it implies.
+type Delivery struct {
+	EventID, EventType string
+	At                 time.Time
+	Payload            []byte
+	Facts              []Fact
+}
+
+// Fact is one implied change of a payment.
+type Fact struct {
+	PaymentID      string
+	State          models.State // StateNone: no state change
+	At             time.Time
+	AmountRefunded int64
+	Amount         int64
+	Currency       string
+}
+
+// Stripe converts the fake Stripe's deliveries.
+func Stripe(ds []stripefake.Delivery) []Delivery {
+	out := make([]Delivery, len(ds))
+	for i, d := range ds {
+		out[i] = Delivery{EventID: d.EventID, EventType: d.EventType, At: d.At, Payload: d.Payload}
+		for _, f := range d.Facts {
+			out[i].Facts = append(out[i].Facts, Fact{PaymentID: f.PaymentID, State: f.State, At: f.At, AmountRefunded: f.AmountRefunded, Amount: f.Amount, Currency: f.Currency})
+		}
+	}
+	return out
+}
+
 // Apply processes one delivery for provider source: a duplicate delivery
 // (the event id is already recorded) does nothing.
 // Like a real worker, it retries a transaction PostgreSQL aborted for a
 // deadlock.
-func Apply(ctx context.Context, db *gorm.DB, source string, d stripefake.Delivery) error {
+func Apply(ctx context.Context, db *gorm.DB, source string, d Delivery) error {
 	var err error
 	for range 10 {
 		err = db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return apply(tx, source, d) })
@@ -34,7 +64,7 @@ func Apply(ctx context.Context, db *gorm.DB, source string, d stripefake.Deliver
 	return err
 }
 
-func apply(tx *gorm.DB, source string, d stripefake.Delivery) error {
+func apply(tx *gorm.DB, source string, d Delivery) error {
 	{
 		res := tx.Exec(`INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at)
 			VALUES (?, ?, ?, CAST(? AS jsonb), now()) ON CONFLICT (source, event_id) DO NOTHING`,
@@ -55,7 +85,7 @@ func apply(tx *gorm.DB, source string, d stripefake.Delivery) error {
 }
 
 // ApplyFact applies one fact with the guard of DESIGN section 2.
-func ApplyFact(tx *gorm.DB, source string, f stripefake.Fact) error {
+func ApplyFact(tx *gorm.DB, source string, f Fact) error {
 	if f.State == models.StateNone {
 		if f.AmountRefunded > 0 {
 			return tx.Exec(`UPDATE payments SET amount_refunded = ? WHERE provider = ? AND provider_id = ? AND amount_refunded < ? AND state <> 'canceled'`,
@@ -88,7 +118,7 @@ func preds(to models.State) string {
 
 // Seed delivers every delivery up to t that keep(i, d) accepts, as the
 // webhooks would have left the database.
-func Seed(ctx context.Context, db *gorm.DB, source string, ds []stripefake.Delivery, t time.Time, keep func(i int, d stripefake.Delivery) bool) (delivered, missed int, err error) {
+func Seed(ctx context.Context, db *gorm.DB, source string, ds []Delivery, t time.Time, keep func(i int, d Delivery) bool) (delivered, missed int, err error) {
 	err = db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for i, d := range ds {
 			if d.At.After(t) {

@@ -30,6 +30,11 @@ type Options struct {
 	// says whether a retry can succeed ("Stripe-Should-Retry"); "false" stops
 	// retrying, "true" retries a status that would otherwise not be.
 	ShouldRetryHeader string
+	// RateLimitRemaining and RateLimitReset name response headers through
+	// which the provider announces its budget (GoCardless: RateLimit-Remaining
+	// and RateLimit-Reset, an HTTP date). When the remaining budget reaches
+	// zero, requests wait until the reset instead of provoking 429s.
+	RateLimitRemaining, RateLimitReset string
 	// Sleep waits for d or until ctx ends; nil means a real timer. Tests
 	// inject a fake.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -107,9 +112,6 @@ func (t *Transport) ByStatus() map[int]int64 {
 // wait blocks until the pacer grants a slot. The slot is taken before the
 // wait so that concurrent callers queue behind one another.
 func (t *Transport) wait(ctx context.Context, extra time.Duration) error {
-	if t.o.RequestsPerSecond <= 0 && extra <= 0 {
-		return ctx.Err()
-	}
 	t.mu.Lock()
 	now := t.o.Now()
 	slot := t.next
@@ -150,6 +152,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			status = resp.StatusCode
 		}
 		t.count(status)
+		t.observeBudget(resp)
 		if !idempotent || attempt >= t.o.MaxRetries || ctx.Err() != nil || !t.retryable(resp, err) {
 			return resp, err
 		}
@@ -159,6 +162,30 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			_ = resp.Body.Close()
 		}
 	}
+}
+
+// observeBudget pushes the pacer's next slot to the provider's reset time
+// when the response says the budget is spent.
+func (t *Transport) observeBudget(resp *http.Response) {
+	if resp == nil || t.o.RateLimitRemaining == "" {
+		return
+	}
+	rem, err := strconv.Atoi(resp.Header.Get(t.o.RateLimitRemaining))
+	if err != nil || rem > 0 {
+		return
+	}
+	reset, err := http.ParseTime(resp.Header.Get(t.o.RateLimitReset))
+	if err != nil {
+		return
+	}
+	if now := t.o.Now(); reset.Sub(now) > t.o.MaxBackoff {
+		reset = now.Add(t.o.MaxBackoff) // a clock skew must not stall the run
+	}
+	t.mu.Lock()
+	if reset.After(t.next) {
+		t.next = reset
+	}
+	t.mu.Unlock()
 }
 
 func (t *Transport) retryable(resp *http.Response, err error) bool {

@@ -144,3 +144,19 @@ func TestCanceledContextStopsWaiting(t *testing.T) {
 		t.Fatalf("err %v after %v; a canceled context must end the backoff", err, time.Since(start))
 	}
 }
+
+func TestRateLimitHeadersDelayUntilReset(t *testing.T) {
+	c := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+	reset := c.t.Add(7 * time.Second)
+	s, _ := server(t, func(n int64, w http.ResponseWriter) {
+		w.Header().Set("RateLimit-Remaining", map[bool]string{true: "0", false: "5"}[n == 1])
+		w.Header().Set("RateLimit-Reset", reset.Format(http.TimeFormat))
+		w.WriteHeader(200)
+	})
+	tr := New(Options{Sleep: c.sleep, Now: c.now, RateLimitRemaining: "RateLimit-Remaining", RateLimitReset: "RateLimit-Reset"})
+	get(t, tr, s.URL) // spends the budget
+	get(t, tr, s.URL) // must wait for the reset
+	if len(c.slept) != 1 || c.slept[0] != 7*time.Second {
+		t.Fatalf("slept %v, want one wait of 7s until the reset", c.slept)
+	}
+}
