@@ -542,3 +542,11 @@ func TestExaminedCountsEachPaymentOnceAcrossBatches(t *testing.T) {
 	require.NoError(t, e.db.Raw(`SELECT count(DISTINCT provider_id) FROM drift_items WHERE run_id = ?`, res.Run.ID).Scan(&drifted).Error)
 	require.Equal(t, res.Run.Examined-drifted, res.Run.InSync)
 }
+
+func TestWindowBeyondRetentionIsClampedAndSaysSo(t *testing.T) {
+	e := newEnv(t)
+	res := e.run(func(o *reconcile.Options) { o.Since = now.Add(-45 * 24 * time.Hour) })
+	require.True(t, res.Run.WindowStart.Equal(now.Add(-stripe.EventRetention)), "clamped to the horizon, got %v", res.Run.WindowStart)
+	require.Contains(t, string(res.Run.Notes), "clamped_from")
+	require.Contains(t, string(res.Run.Notes), "retention")
+}
