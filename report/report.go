@@ -61,7 +61,10 @@ type RunReport struct {
 	// WebhookMissRatio is synthetic events over events read in the window.
 	WebhookMissRatio float64 `json:"webhook_miss_ratio"`
 	Error            *string `json:"error"`
-	Items            []Item  `json:"items"`
+	// Notes says how the window was adjusted (caught up to a checkpoint,
+	// clamped to the provider's retention).
+	Notes map[string]any `json:"notes,omitempty"`
+	Items []Item         `json:"items"`
 }
 
 // Item is one drift item.
@@ -110,6 +113,12 @@ func Summary(r models.Run) RunReport {
 		SyntheticEvents: r.SyntheticEvents, EventsRead: r.EventsRead, APIRequests: r.APIRequests, Error: r.Error, Items: []Item{}}
 	if r.EventsRead > 0 {
 		rr.WebhookMissRatio = float64(r.SyntheticEvents) / float64(r.EventsRead)
+	}
+	if len(r.Notes) > 0 {
+		var n map[string]any
+		if json.Unmarshal(r.Notes, &n) == nil && len(n) > 0 {
+			rr.Notes = n
+		}
 	}
 	return rr
 }
@@ -177,6 +186,9 @@ func renderMD(w io.Writer, rep Report) error {
 		fmt.Fprintf(w, "| events read | %d |\n| synthetic events | %d |\n| webhook miss ratio | %.2f%% |\n| API requests | %d |\n", r.EventsRead, r.SyntheticEvents, 100*r.WebhookMissRatio, r.APIRequests)
 		if r.Error != nil {
 			fmt.Fprintf(w, "| error | %s |\n", mdCell(*r.Error))
+		}
+		if wn, ok := r.Notes["warning"].(string); ok {
+			fmt.Fprintf(w, "| warning | %s |\n", mdCell(wn))
 		}
 		fmt.Fprintln(w)
 		if len(r.Items) == 0 {
