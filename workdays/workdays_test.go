@@ -40,11 +40,6 @@ func easter(y int) time.Time {
 	return time.Date(y, time.Month(month), day, 0, 0, 0, 0, time.UTC)
 }
 
-func ymd(t time.Time) time.Time {
-	y, m, d := t.Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-}
-
 func firstMonday(y int, m time.Month) time.Time {
 	t := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
 	for t.Weekday() != time.Monday {
@@ -470,7 +465,7 @@ func TestCovers(t *testing.T) {
 	if !zero.IsWorkingDay(date(2026, 12, 25)) || zero.IsWorkingDay(date(2026, 12, 26)) {
 		t.Error("zero Calendar should exclude weekends only")
 	}
-	if EnglandAndWales() != EnglandAndWales() {
+	if a, b := EnglandAndWales(), EnglandAndWales(); a != b {
 		t.Error("EnglandAndWales should parse the embedded list once")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/internal/webhooksim"
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 	"github.com/reconciler/reconciler/report"
@@ -456,4 +457,47 @@ func TestAccountsAndDryRunFlags(t *testing.T) {
 	require.NoError(t, w.db.Where("provider_id = ?", pi).First(&p).Error)
 	require.Equal(t, "acct_1Test", p.Account)
 	require.Equal(t, models.StateCaptured, p.State)
+}
+
+func TestSeveralProvidersOneFailing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	gc := gcfake.New(gcfake.Options{Seed: 2})
+	gcURL := gc.Start()
+	t.Cleanup(gc.Close)
+	pi := w.acct.CreatePayment(100, "gbp", false, w.now.Add(-time.Hour))
+	w.acct.Capture(pi, w.now.Add(-time.Hour))
+	pm := gc.CreatePayment(500, "GBP", w.now.Add(-2*time.Hour))
+	gc.Submit(pm, w.now.Add(-time.Hour))
+	env := w.with("GOCARDLESS_ACCESS_TOKEN", "sandbox_cli_token", "GOCARDLESS_API_BASE", gcURL)
+
+	r := cli(t, env, "run", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep report.Report
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Len(t, rep.Runs, 2, "one run per provider")
+	byProvider := map[string]report.RunReport{}
+	for _, run := range rep.Runs {
+		byProvider[run.Provider] = run
+	}
+	require.Equal(t, int64(1), byProvider["stripe"].Repaired)
+	require.Equal(t, int64(1), byProvider["gocardless"].Repaired)
+
+	// GoCardless down: Stripe still runs; the exit code says a run failed.
+	gc.SetFailureRate(500, 1)
+	cfg := writeFile(t, "providers:\n  gocardless:\n    max_retries: 0\n")
+	r = cli(t, env, "run", "--config", cfg, "--format", "json")
+	require.Equal(t, 1, r.code, r.stderr)
+	rep = report.Report{}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Len(t, rep.Runs, 2)
+	for _, run := range rep.Runs {
+		want := map[string]string{"stripe": models.RunSucceeded, "gocardless": models.RunFailed}[run.Provider]
+		require.Equal(t, want, run.Status, run.Provider)
+	}
+	require.NotContains(t, r.stderr+r.stdout, "sandbox_cli_token")
+
+	r = cli(t, env, "run", "--provider", "gocardless", "--account", "acct_1x")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "no connected accounts")
 }

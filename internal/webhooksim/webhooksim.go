@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 	"github.com/reconciler/reconciler/reconcile"
 )
@@ -38,6 +39,18 @@ type Fact struct {
 
 // Stripe converts the fake Stripe's deliveries.
 func Stripe(ds []stripefake.Delivery) []Delivery {
+	out := make([]Delivery, len(ds))
+	for i, d := range ds {
+		out[i] = Delivery{EventID: d.EventID, EventType: d.EventType, At: d.At, Payload: d.Payload}
+		for _, f := range d.Facts {
+			out[i].Facts = append(out[i].Facts, Fact{PaymentID: f.PaymentID, State: f.State, At: f.At, AmountRefunded: f.AmountRefunded, Amount: f.Amount, Currency: f.Currency})
+		}
+	}
+	return out
+}
+
+// GoCardless converts the fake GoCardless's deliveries.
+func GoCardless(ds []gcfake.Delivery) []Delivery {
 	out := make([]Delivery, len(ds))
 	for i, d := range ds {
 		out[i] = Delivery{EventID: d.EventID, EventType: d.EventType, At: d.At, Payload: d.Payload}

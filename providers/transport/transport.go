@@ -21,7 +21,7 @@ type Options struct {
 	Base http.RoundTripper
 	// RequestsPerSecond is the pacing budget; 0 disables pacing.
 	RequestsPerSecond float64
-	// MaxRetries is how often one request is retried; default 8.
+	// MaxRetries is how often one request is retried; 0 never retries.
 	MaxRetries int
 	// MinBackoff and MaxBackoff bound the exponential backoff; defaults
 	// 250ms and 30s.
@@ -57,9 +57,6 @@ type Transport struct {
 func New(o Options) *Transport {
 	if o.Base == nil {
 		o.Base = http.DefaultTransport
-	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = 8
 	}
 	if o.MinBackoff == 0 {
 		o.MinBackoff = 250 * time.Millisecond

@@ -62,7 +62,7 @@ func TestRetries429And5xxThenSucceeds(t *testing.T) {
 		}
 	})
 	c := &fakeClock{t: time.Unix(0, 0)}
-	tr := New(Options{Sleep: c.sleep, Now: c.now})
+	tr := New(Options{Sleep: c.sleep, Now: c.now, MaxRetries: 8})
 	if resp := get(t, tr, s.URL); resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -97,7 +97,7 @@ func TestShouldRetryFalseStopsAndRetryAfterIsHonoured(t *testing.T) {
 		w.WriteHeader(200)
 	})
 	c2 := &fakeClock{t: time.Unix(0, 0)}
-	tr2 := New(Options{Sleep: c2.sleep, Now: c2.now})
+	tr2 := New(Options{Sleep: c2.sleep, Now: c2.now, MaxRetries: 8})
 	get(t, tr2, s2.URL)
 	if len(c2.slept) != 1 || c2.slept[0] < 7*time.Second {
 		t.Fatalf("slept %v, want at least Retry-After 7s", c2.slept)
@@ -134,7 +134,7 @@ func TestPacingSpacesRequests(t *testing.T) {
 
 func TestCanceledContextStopsWaiting(t *testing.T) {
 	s, _ := server(t, func(_ int64, w http.ResponseWriter) { w.WriteHeader(429) })
-	tr := New(Options{MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	tr := New(Options{MinBackoff: time.Hour, MaxBackoff: time.Hour, MaxRetries: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)

@@ -1,0 +1,94 @@
+package gocardless_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/gocardless"
+	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
+	"github.com/reconciler/reconciler/providers/providertest"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+type fake struct {
+	t   *testing.T
+	s   *gcfake.Server
+	url string
+}
+
+func newFake(t *testing.T, now time.Time) *fake {
+	s := gcfake.New(gcfake.Options{Now: func() time.Time { return now }, Seed: 9})
+	url := s.Start()
+	t.Cleanup(s.Close)
+	return &fake{t: t, s: s, url: url}
+}
+
+func (f *fake) Provider(maxRetries int, timeout time.Duration) reconcile.Provider {
+	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_conformance", BaseURL: f.url, MaxRetries: maxRetries, Timeout: timeout,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+func (f *fake) AddPayment(at time.Time) string { return f.s.CreatePayment(100, "GBP", at) }
+func (f *fake) Precision() time.Duration       { return time.Millisecond }
+func (f *fake) PageSize() int                  { return 500 }
+func (f *fake) FailNext(status, n int)         { f.s.FailNext(status, n) }
+func (f *fake) SetLatency(d time.Duration)     { f.s.SetLatency(d) }
+func (f *fake) Requests() int64                { return f.s.Requests() }
+func (f *fake) StatusCases(at time.Time) []providertest.StatusCase {
+	s := f.s
+	var out []providertest.StatusCase
+	add := func(raw string, pm string, when time.Time, want models.State) {
+		out = append(out, providertest.StatusCase{Raw: raw, PaymentID: pm, At: when.Truncate(time.Millisecond), Want: want, Unknown: want == models.StateNone})
+	}
+	ms := time.Millisecond
+	pm := s.CreatePayment(100, "GBP", at)
+	add("pending_submission", pm, at, models.StateCreated)
+	pm = s.CreatePayment(100, "GBP", at)
+	s.Submit(pm, at.Add(ms))
+	add("submitted", pm, at.Add(ms), models.StateAuthorised)
+	pm = s.CreatePayment(100, "GBP", at)
+	s.Submit(pm, at.Add(ms))
+	s.Confirm(pm, at.Add(2*ms))
+	add("confirmed", pm, at.Add(2*ms), models.StateCaptured)
+	paid := s.CreatePayment(100, "GBP", at)
+	s.Submit(paid, at.Add(ms))
+	s.Confirm(paid, at.Add(2*ms))
+	s.PayOut(at.Add(3*ms), paid)
+	add("paid_out", paid, at.Add(3*ms), models.StateSettled)
+	pm = s.CreatePayment(100, "GBP", at)
+	s.Cancel(pm, at.Add(ms))
+	add("cancelled", pm, at.Add(ms), models.StateCanceled)
+	pm = s.CreatePayment(100, "GBP", at)
+	s.DenyApproval(pm, at.Add(ms))
+	add("customer_approval_denied", pm, at.Add(ms), models.StateCanceled)
+	pm = s.CreatePayment(100, "GBP", at)
+	s.Submit(pm, at.Add(ms))
+	s.Fail(pm, at.Add(2*ms))
+	add("failed", pm, at.Add(2*ms), models.StateFailed)
+	cb := s.CreatePayment(100, "GBP", at)
+	s.Submit(cb, at.Add(ms))
+	s.Confirm(cb, at.Add(2*ms))
+	s.PayOut(at.Add(3*ms), cb)
+	s.ChargeBack(cb, at.Add(4*ms))
+	add("charged_back", cb, at.Add(4*ms), models.StateChargeback)
+	pm = s.CreatePayment(100, "GBP", at)
+	s.SetRawStatus(pm, "some_new_status", "some_new_action", at.Add(ms))
+	add("some_new_status", pm, at.Add(ms), models.StateNone)
+	early := at.Add(-15 * time.Hour) // the refund is paid a day after it is created
+	rf := s.CreatePayment(100, "GBP", early)
+	s.Submit(rf, early.Add(ms))
+	s.Confirm(rf, early.Add(2*ms))
+	s.Refund(rf, 100, early.Add(3*ms))
+	add("refund paid in full", rf, early.Add(3*ms).Add(24*time.Hour), models.StateRefunded)
+	return out
+}
+
+func TestConformance(t *testing.T) {
+	providertest.Run(t, func(t *testing.T, now time.Time) providertest.Fake { return newFake(t, now) })
+}

@@ -1,0 +1,178 @@
+package gcfake
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// GenOptions configures Server.Generate.
+type GenOptions struct {
+	Payments   int
+	Start, End time.Time
+	Seed       int64
+}
+
+// Generate adds o.Payments GBP Bacs payments created uniformly over
+// [Start, End), with realistic timelines on working days (Saturdays and
+// Sundays skipped, bank holidays ignored): submitted the next working day at
+// about 15:00, confirmed three working days later at about 06:00, paid out
+// one working day later at 07:00 (one payout a day sweeps every payment
+// paid out that day). Variations, by share of payments: ~2% cancelled
+// before submission; ~1% start pending_customer_approval and are denied;
+// ~3% fail late (half on the payout day before the payout, half 1-2 working
+// days after being paid out, the latter a conflict the guard refuses); ~1%
+// charged back 2-8 weeks after the payout, a third of them with
+// chargeback_cancelled a week later; ~1% fail on the charge date (refer to
+// payer), are resubmitted the next working day and then run the normal
+// cycle; ~3% refunded a week after the payout (half partly, half fully),
+// paid the next working day. A step that would fall at or after End is not emitted,
+// nor anything after it. Amounts are 100..50000 pence. Deterministic for a
+// given Seed (and server Seed, for the ids).
+func (s *Server) Generate(o GenOptions) {
+	if o.Payments <= 0 || !o.End.After(o.Start) {
+		return
+	}
+	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x6CBAC5))
+	start, end := ms(o.Start), ms(o.End)
+	if end <= start {
+		return
+	}
+	times := make([]int64, o.Payments)
+	for i := range times {
+		times[i] = start + rng.Int64N(end-start)
+	}
+	slices.Sort(times)
+	last := end - 1
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := o.Payments
+	s.pms = slices.Grow(s.pms, n)
+	s.events = slices.Grow(s.events, n*43/10)
+	s.eventOrder.idx = slices.Grow(s.eventOrder.idx, n*43/10)
+	s.typeOrder[rtPayments].idx = slices.Grow(s.typeOrder[rtPayments].idx, n*42/10)
+	s.pmOrder.idx = slices.Grow(s.pmOrder.idx, n)
+	gbp := s.currencyCode("GBP")
+
+	const hour = int64(time.Hour / time.Millisecond)
+	const minute = int64(time.Minute / time.Millisecond)
+	jitter := func(maxMS int64) int64 { return rng.Int64N(maxMS) }
+	payouts := map[int32]int32{} // day → payout
+	payoutAt := func(day int32) int64 { return int64(day)*dayMS + 7*hour }
+	payOut := func(pm int32, day int32) {
+		po, ok := payouts[day]
+		if !ok {
+			po = s.newPayout(payoutAt(day), gbp)
+			payouts[day] = po
+		}
+		s.payOut(po, pm, payoutAt(day))
+	}
+	// workingAt returns a time on the first working day at or after day.
+	workingAt := func(day int32, h int64, spread int64) int64 {
+		for !working(day) {
+			day++
+		}
+		return int64(day)*dayMS + h*hour + jitter(spread)
+	}
+
+	for _, t0 := range times {
+		amount := 100 + rng.Int64N(49901)
+		r := rng.IntN(100)
+		half := rng.IntN(2) == 0
+		third := rng.IntN(3) == 0
+		status := "pending_submission"
+		if r == 2 {
+			status = "pending_customer_approval"
+		}
+		pm := s.createPayment(amount, gbp, t0, status)
+		subDay := addWorkingDays(dayOf(t0), 1)
+		tSub := int64(subDay)*dayMS + 15*hour + jitter(30*minute)
+		switch r {
+		case 0, 1: // cancelled before submission
+			if t := t0 + minute + jitter(tSub-t0-minute); t <= last {
+				s.setStatus(pm, "cancelled", "cancelled", varDefault, t, stCanceled)
+			}
+			continue
+		case 2: // customer approval denied
+			if t := t0 + 10*minute + jitter(min(48*hour, tSub-t0-10*minute)); t <= last {
+				s.setStatus(pm, "customer_approval_denied", "customer_approval_denied", varDefault, t, stCanceled)
+			}
+			continue
+		}
+		if tSub > last {
+			continue
+		}
+		s.setStatus(pm, "submitted", "submitted", varDefault, tSub, stAuthorised)
+		confDay := addWorkingDays(subDay, 3)
+		tConf := int64(confDay)*dayMS + 6*hour + jitter(30*minute)
+		if r == 7 { // fails on the charge date, resubmitted, normal cycle
+			if tConf > last {
+				continue
+			}
+			s.fail(pm, tConf, varReferToPayer)
+			reDay := addWorkingDays(confDay, 1)
+			tRe := int64(reDay)*dayMS + 10*hour + jitter(2*hour)
+			if tRe > last {
+				continue
+			}
+			s.setStatus(pm, "pending_submission", "resubmission_requested", varDefault, tRe, stNone)
+			subDay = addWorkingDays(reDay, 1)
+			tSub = int64(subDay)*dayMS + 15*hour + jitter(30*minute)
+			if tSub > last {
+				continue
+			}
+			s.setStatus(pm, "submitted", "submitted", varDefault, tSub, stAuthorised)
+			confDay = addWorkingDays(subDay, 3)
+			tConf = int64(confDay)*dayMS + 6*hour + jitter(30*minute)
+		}
+		if tConf > last {
+			continue
+		}
+		s.setStatus(pm, "confirmed", "confirmed", varDefault, tConf, stCaptured)
+		payDay := addWorkingDays(confDay, 1)
+		tPay := payoutAt(payDay)
+		if r >= 3 && r <= 5 && half { // late failure before the payout
+			if t := int64(payDay)*dayMS + 4*hour + jitter(hour); t <= last {
+				s.fail(pm, t, varLateFailure)
+			}
+			continue
+		}
+		if tPay > last {
+			continue
+		}
+		payOut(pm, payDay)
+		switch {
+		case r >= 3 && r <= 5: // late failure after the payout
+			failDay := addWorkingDays(payDay, 1+rng.IntN(2))
+			if t := int64(failDay)*dayMS + 5*hour + jitter(4*hour); t <= last {
+				s.fail(pm, t, varLateFailure)
+			}
+		case r == 6: // chargeback, maybe cancelled
+			t := workingAt(payDay+int32(14+rng.IntN(43)), 8, 8*hour)
+			if t > last {
+				continue
+			}
+			s.setStatus(pm, "charged_back", "charged_back", varDefault, t, stChargeback)
+			if third {
+				if t += 7 * dayMS; t <= last {
+					s.setStatus(pm, "paid_out", "chargeback_cancelled", varDefault, t, stNone)
+				}
+			}
+		case r >= 8 && r <= 10: // refunded a week later
+			t := tPay + 7*dayMS + 2*hour + jitter(8*hour)
+			if t > last {
+				continue
+			}
+			ra := amount
+			if half {
+				ra = 1 + rng.Int64N(amount-1)
+			}
+			paid := t + int64(addWorkingDays(dayOf(t), 1)-dayOf(t))*dayMS
+			if paid > last {
+				paid = -1
+			}
+			s.refundPaid(pm, ra, t, paid)
+		}
+	}
+}

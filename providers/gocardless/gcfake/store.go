@@ -1,0 +1,511 @@
+package gcfake
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"time"
+
+	"github.com/reconciler/reconciler/models"
+)
+
+// ---- objects -------------------------------------------------------------
+
+// Times are Unix milliseconds (GoCardless timestamps carry milliseconds);
+// dates are days since the Unix epoch.
+
+type pmObj struct {
+	amount, amountRefunded int64
+	created                int64
+	chargeDate             int32
+	payout                 int32 // -1 until paid out
+	status                 uint16
+	currency               uint8
+}
+
+type refundObj struct {
+	amount     int64
+	totalAfter int64 // the payment's amount_refunded once this refund is paid
+	created    int64
+	pm         int32
+	status     uint16
+}
+
+type payoutObj struct {
+	amount, created int64
+	arrival         int32
+	currency        uint8
+}
+
+// Resource types of events.
+const (
+	rtPayments uint8 = iota
+	rtRefunds
+	rtCount
+)
+
+var rtName = [rtCount]string{"payments", "refunds"}
+
+// Variants of an event's details, for actions with more than one cause.
+const (
+	varDefault uint8 = iota
+	varMandateCancelled
+	varLateFailure
+	varReferToPayer
+)
+
+// eventRec is one event (16 bytes). Its JSON is rendered when listed; its
+// one implied fact is derived from it (the payment is obj, or the refund's
+// payment; a refund's paid event carries the refund's totalAfter).
+type eventRec struct {
+	created int64
+	obj     int32 // payment or refund index
+	action  uint16
+	flags   uint8 // low 2 bits: resource type; next 3 bits: details variant
+	state   uint8 // implied state: 0 none, else index+1 in models.States
+}
+
+func (e *eventRec) rtype() uint8   { return e.flags & 3 }
+func (e *eventRec) variant() uint8 { return e.flags >> 2 & 7 }
+
+func stateCode(s models.State) uint8 {
+	if s == models.StateNone {
+		return 0
+	}
+	for i, v := range models.States {
+		if v == s {
+			return uint8(i + 1)
+		}
+	}
+	panic(fmt.Sprintf("gcfake: unknown state %q", s))
+}
+
+func stateOf(c uint8) models.State {
+	if c == 0 {
+		return models.StateNone
+	}
+	return models.States[c-1]
+}
+
+// order keeps the indices of one collection sorted by (created, index),
+// sorting lazily only after an out-of-order append.
+type order struct {
+	idx   []int32
+	dirty bool
+}
+
+func (o *order) add(i int32, created int64, createdOf func(int32) int64) {
+	if !o.dirty && len(o.idx) > 0 && createdOf(o.idx[len(o.idx)-1]) > created {
+		o.dirty = true
+	}
+	o.idx = append(o.idx, i)
+}
+
+// fix sorts the indices when needed: keys (created - min, index) packed into
+// one uint64 when they fit (a plain integer sort, fast at millions), else a
+// comparison sort.
+func (o *order) fix(createdOf func(int32) int64) {
+	if !o.dirty {
+		return
+	}
+	o.dirty = false
+	lo, hi := createdOf(o.idx[0]), createdOf(o.idx[0])
+	var maxIdx int32
+	for _, i := range o.idx {
+		c := createdOf(i)
+		lo, hi = min(lo, c), max(hi, c)
+		maxIdx = max(maxIdx, i)
+	}
+	idxBits := bits.Len32(uint32(maxIdx))
+	if hi-lo >= 0 && bits.Len64(uint64(hi-lo))+idxBits <= 64 {
+		keys := make([]uint64, len(o.idx))
+		for k, i := range o.idx {
+			keys[k] = uint64(createdOf(i)-lo)<<idxBits | uint64(i)
+		}
+		slices.Sort(keys)
+		mask := uint64(1)<<idxBits - 1
+		for k, key := range keys {
+			o.idx[k] = int32(key & mask)
+		}
+		return
+	}
+	slices.SortFunc(o.idx, func(x, y int32) int {
+		cx, cy := createdOf(x), createdOf(y)
+		switch {
+		case cx < cy:
+			return -1
+		case cx > cy:
+			return 1
+		}
+		return int(x) - int(y)
+	})
+}
+
+// ---- store ---------------------------------------------------------------
+
+func (s *Server) pmCreated(i int32) int64     { return s.pms[i].created }
+func (s *Server) refundCreated(i int32) int64 { return s.refunds[i].created }
+func (s *Server) eventCreated(i int32) int64  { return s.events[i].created }
+
+func (s *Server) dirty() bool {
+	return s.eventOrder.dirty || s.typeOrder[rtPayments].dirty || s.typeOrder[rtRefunds].dirty ||
+		s.pmOrder.dirty || s.refundOrder.dirty
+}
+
+func (s *Server) fixOrders() {
+	s.eventOrder.fix(s.eventCreated)
+	for t := range s.typeOrder {
+		s.typeOrder[t].fix(s.eventCreated)
+	}
+	s.pmOrder.fix(s.pmCreated)
+	s.refundOrder.fix(s.refundCreated)
+}
+
+// rlock takes the read lock with every order sorted.
+func (s *Server) rlock() {
+	for {
+		s.mu.RLock()
+		if !s.dirty() {
+			return
+		}
+		s.mu.RUnlock()
+		s.mu.Lock()
+		s.fixOrders()
+		s.mu.Unlock()
+	}
+}
+
+func intern(tab *[]string, idx map[string]uint16, v string) uint16 {
+	if c, ok := idx[v]; ok {
+		return c
+	}
+	if len(*tab) >= 1<<16 {
+		panic("gcfake: too many distinct strings")
+	}
+	c := uint16(len(*tab))
+	*tab = append(*tab, v)
+	idx[v] = c
+	return c
+}
+
+func (s *Server) statusCode(v string) uint16 { return intern(&s.statuses, s.statusIdx, v) }
+func (s *Server) actionCode(v string) uint16 { return intern(&s.actions, s.actionIdx, v) }
+
+func (s *Server) currencyCode(cur string) uint8 {
+	cur = upperASCII(cur)
+	for i, c := range s.currencies {
+		if c == cur {
+			return uint8(i)
+		}
+	}
+	if len(s.currencies) >= 255 {
+		panic("gcfake: too many currencies")
+	}
+	s.currencies = append(s.currencies, cur)
+	return uint8(len(s.currencies) - 1)
+}
+
+func upperASCII(v string) string {
+	b := []byte(v)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+func lowerASCII(v string) string {
+	b := []byte(v)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c - 'A' + 'a'
+		}
+	}
+	return string(b)
+}
+
+// emit records one event.
+func (s *Server) emit(rt uint8, action string, variant uint8, obj int32, at int64, st models.State) {
+	seq := int32(len(s.events))
+	s.events = append(s.events, eventRec{created: at, obj: obj, action: s.actionCode(action),
+		flags: rt | variant<<2, state: stateCode(st)})
+	s.eventOrder.add(seq, at, s.eventCreated)
+	s.typeOrder[rt].add(seq, at, s.eventCreated)
+}
+
+// eventPM returns the payment an event is about.
+func (s *Server) eventPM(e *eventRec) int32 {
+	if e.rtype() == rtRefunds {
+		return s.refunds[e.obj].pm
+	}
+	return e.obj
+}
+
+// eventRefunded is the amount_refunded an event implies (a refund's paid
+// event), else 0.
+func (s *Server) eventRefunded(e *eventRec) int64 {
+	if e.rtype() == rtRefunds && s.actions[e.action] == "paid" {
+		return s.refunds[e.obj].totalAfter
+	}
+	return 0
+}
+
+func (s *Server) eventType(e *eventRec) string {
+	return rtName[e.rtype()] + "." + s.actions[e.action]
+}
+
+// ---- time helpers --------------------------------------------------------
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func msTime(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+const dayMS = 86400000
+
+func dayOf(v int64) int32 {
+	d := v / dayMS
+	if v%dayMS < 0 {
+		d--
+	}
+	return int32(d)
+}
+
+// working reports whether the day (since the epoch, a Thursday) is Monday to
+// Friday. Bank holidays are ignored.
+func working(d int32) bool {
+	w := (int64(d)%7 + 7 + 4) % 7 // 0 Sunday
+	return w != 0 && w != 6
+}
+
+// addWorkingDays returns the n-th working day after d (n >= 1).
+func addWorkingDays(d int32, n int) int32 {
+	for n > 0 {
+		d++
+		if working(d) {
+			n--
+		}
+	}
+	return d
+}
+
+// ---- lookups -------------------------------------------------------------
+
+func (s *Server) mustPM(id string) int32 {
+	i := s.ids.decode(kPayment, id, len(s.pms))
+	if i < 0 {
+		panic(fmt.Sprintf("gcfake: unknown payment %q", id))
+	}
+	return int32(i)
+}
+
+// ---- builder internals ---------------------------------------------------
+
+func (s *Server) createPayment(amount int64, currency uint8, at int64, status string) int32 {
+	pm := int32(len(s.pms))
+	s.pms = append(s.pms, pmObj{amount: amount, created: at, chargeDate: addWorkingDays(dayOf(at), 4),
+		payout: -1, status: s.statusCode(status), currency: currency})
+	s.pmOrder.add(pm, at, s.pmCreated)
+	s.emit(rtPayments, "created", varDefault, pm, at, models.StateCreated)
+	return pm
+}
+
+func (s *Server) setStatus(pm int32, status, action string, variant uint8, at int64, st models.State) {
+	s.pms[pm].status = s.statusCode(status)
+	s.emit(rtPayments, action, variant, pm, at, st)
+}
+
+// newPayout creates a paid payout object (no event: only payments and
+// refunds events are modelled).
+func (s *Server) newPayout(at int64, currency uint8) int32 {
+	po := int32(len(s.payouts))
+	s.payouts = append(s.payouts, payoutObj{created: at, arrival: dayOf(at), currency: currency})
+	return po
+}
+
+func (s *Server) payOut(po int32, pm int32, at int64) {
+	p := &s.pms[pm]
+	p.payout = po
+	s.payouts[po].amount += p.amount
+	s.setStatus(pm, "paid_out", "paid_out", varDefault, at, models.StateSettled)
+}
+
+func (s *Server) fail(pm int32, at int64, variant uint8) {
+	s.setStatus(pm, "failed", "failed", variant, at, models.StateFailed)
+}
+
+func (s *Server) refund(pm int32, amount int64, at int64) int32 {
+	return s.refundPaid(pm, amount, at, at+dayMS)
+}
+
+// refundPaid creates a refund at `at` and pays it at paidAt; paidAt < 0
+// leaves it in status created.
+func (s *Server) refundPaid(pm int32, amount int64, at int64, paidAt int64) int32 {
+	p := &s.pms[pm]
+	rest := p.amount - p.amountRefunded
+	if rest <= 0 {
+		panic(fmt.Sprintf("gcfake: payment %s is already fully refunded", s.ids.id(kPayment, int(pm))))
+	}
+	if amount <= 0 || amount > rest {
+		amount = rest
+	}
+	rf := int32(len(s.refunds))
+	s.refunds = append(s.refunds, refundObj{amount: amount, created: at, pm: pm, status: s.statusCode("created")})
+	s.refundOrder.add(rf, at, s.refundCreated)
+	s.emit(rtRefunds, "created", varDefault, rf, at, models.StateNone)
+	if paidAt < 0 {
+		return rf
+	}
+	p.amountRefunded += amount
+	s.refunds[rf].totalAfter = p.amountRefunded
+	s.refunds[rf].status = s.statusCode("paid")
+	st := models.StateNone
+	if p.amountRefunded >= p.amount {
+		st = models.StateRefunded
+	}
+	s.emit(rtRefunds, "paid", varDefault, rf, paidAt, st)
+	return rf
+}
+
+// ---- builder -------------------------------------------------------------
+
+// CreatePayment creates a Bacs payment (status pending_submission, charge
+// date four working days after at, a deterministic realistic customer name
+// and e-mail in its metadata), emits payments.created and returns its PM id.
+// The currency is stored upper-case. Implied state: created.
+func (s *Server) CreatePayment(amount int64, currency string, at time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids.id(kPayment, int(s.createPayment(amount, s.currencyCode(currency), ms(at), "pending_submission")))
+}
+
+// Submit moves the payment to submitted and emits payments.submitted.
+// Implied state: authorised.
+func (s *Server) Submit(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(s.mustPM(pm), "submitted", "submitted", varDefault, ms(at), models.StateAuthorised)
+}
+
+// Confirm moves the payment to confirmed (collected) and emits
+// payments.confirmed. Implied state: captured.
+func (s *Server) Confirm(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(s.mustPM(pm), "confirmed", "confirmed", varDefault, ms(at), models.StateCaptured)
+}
+
+// PayOut creates a paid payout (PO id returned; arrival_date is at's UTC
+// date; amount the sum of the payments' amounts; currency the first
+// payment's) and, for each given payment (duplicates ignored), sets status
+// paid_out and links.payout and emits payments.paid_out at `at`. Implied
+// state: settled.
+func (s *Server) PayOut(at time.Time, pms ...string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx := make([]int32, 0, len(pms))
+	for _, id := range pms {
+		if i := s.mustPM(id); !slices.Contains(idx, i) {
+			idx = append(idx, i)
+		}
+	}
+	cur := uint8(0)
+	if len(idx) > 0 {
+		cur = s.pms[idx[0]].currency
+	} else {
+		cur = s.currencyCode("GBP")
+	}
+	po := s.newPayout(ms(at), cur)
+	for _, i := range idx {
+		s.payOut(po, i, ms(at))
+	}
+	return s.ids.id(kPayout, int(po))
+}
+
+// Fail moves the payment to failed and emits payments.failed. Details: a
+// payment that was confirmed or paid_out fails late (origin "bank", cause
+// "late_failure", reason_code "ARUDD-0"); any other fails with origin
+// "bank", cause "mandate_cancelled", reason_code "ARUDD-1". Implied state:
+// failed (models.Guard refuses it after settled: a drift item).
+func (s *Server) Fail(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.mustPM(pm)
+	v := varMandateCancelled
+	if st := s.statuses[s.pms[i].status]; st == "confirmed" || st == "paid_out" {
+		v = varLateFailure
+	}
+	s.fail(i, ms(at), v)
+}
+
+// Cancel moves the payment to cancelled and emits payments.cancelled.
+// Implied state: canceled.
+func (s *Server) Cancel(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(s.mustPM(pm), "cancelled", "cancelled", varDefault, ms(at), models.StateCanceled)
+}
+
+// DenyApproval moves the payment to customer_approval_denied and emits
+// payments.customer_approval_denied. Implied state: canceled.
+func (s *Server) DenyApproval(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(s.mustPM(pm), "customer_approval_denied", "customer_approval_denied", varDefault, ms(at), models.StateCanceled)
+}
+
+// ChargeBack moves the payment to charged_back (an indemnity claim) and
+// emits payments.charged_back. Implied state: chargeback.
+func (s *Server) ChargeBack(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(s.mustPM(pm), "charged_back", "charged_back", varDefault, ms(at), models.StateChargeback)
+}
+
+// CancelChargeback moves the payment back to paid_out and emits
+// payments.chargeback_cancelled. Implied: no state change (a revert the
+// webhooks do not apply).
+func (s *Server) CancelChargeback(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(s.mustPM(pm), "paid_out", "chargeback_cancelled", varDefault, ms(at), models.StateNone)
+}
+
+// RequestResubmission moves the payment back to pending_submission and
+// emits payments.resubmission_requested. Implied: no state change (a
+// revert).
+func (s *Server) RequestResubmission(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(s.mustPM(pm), "pending_submission", "resubmission_requested", varDefault, ms(at), models.StateNone)
+}
+
+// Refund refunds part of the payment (amount <= 0 or more than the
+// unrefunded rest refunds the rest; it panics when nothing is left) and
+// returns the RF id. The refund is created at `at` (refunds.created) and
+// paid at at+24h (refunds.paid); the refund object shows status paid and
+// the payment's amount_refunded includes it. The payment's status is
+// unchanged. Implied at the paid event: AmountRefunded = the payment's new
+// total, and state refunded when that reaches the amount.
+func (s *Server) Refund(pm string, amount int64, at time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids.id(kRefund, int(s.refund(s.mustPM(pm), amount, ms(at))))
+}
+
+// SetRawStatus sets the payment's status to any raw string and emits
+// payments.<action>. Implied: no state change.
+func (s *Server) SetRawStatus(pm, status, action string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(s.mustPM(pm), status, action, varDefault, ms(at), models.StateNone)
+}
+
+// Short names of the states, for the builder internals.
+const (
+	stNone       = models.StateNone
+	stAuthorised = models.StateAuthorised
+	stCaptured   = models.StateCaptured
+	stCanceled   = models.StateCanceled
+	stChargeback = models.StateChargeback
+)
