@@ -26,7 +26,23 @@ type Config struct {
 	Providers Providers `yaml:"providers"`
 	Serve     Serve     `yaml:"serve"`
 	Metrics   Metrics   `yaml:"metrics"`
+	Notify    Notify    `yaml:"notify"`
 }
+
+// Notify configures the run summary posted to support's chat.
+type Notify struct {
+	// SlackWebhookURLFile names a mounted file holding a Slack incoming
+	// webhook URL (a secret); RECONCILER_SLACK_WEBHOOK_URL overrides it.
+	SlackWebhookURLFile string `yaml:"slack_webhook_url_file"`
+	// ReportURL links the full report in the message; {id} is replaced by
+	// the run id (e.g. https://reconciler.internal/runs/{id}). Empty: no link.
+	ReportURL string `yaml:"report_url"`
+
+	slackURL string
+}
+
+// SlackURL returns the resolved webhook URL, "" when off.
+func (n Notify) SlackURL() string { return n.slackURL }
 
 // Serve configures `reconciler serve`.
 type Serve struct {
@@ -246,6 +262,14 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 		}
 		g.accessToken = strings.TrimSpace(string(kb))
 	}
+	cfg.Notify.slackURL = getenv("RECONCILER_SLACK_WEBHOOK_URL")
+	if cfg.Notify.slackURL == "" && cfg.Notify.SlackWebhookURLFile != "" {
+		b, err := readFile(cfg.Notify.SlackWebhookURLFile)
+		if err != nil {
+			return cfg, &Error{Key: "notify.slack_webhook_url_file", Msg: "cannot read the file", Hint: "mount the Secret there or set RECONCILER_SLACK_WEBHOOK_URL"}
+		}
+		cfg.Notify.slackURL = strings.TrimSpace(string(b))
+	}
 	s := &cfg.Providers.Stripe
 	s.apiKey = getenv("STRIPE_API_KEY")
 	if s.apiKey == "" && s.APIKeyFile != "" {
@@ -386,6 +410,9 @@ func (c Config) Validate() error {
 	}
 	if u := c.Metrics.PushgatewayURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		return &Error{Key: "metrics.pushgateway_url", Msg: fmt.Sprintf("%q is not an http(s) URL", u), Hint: "e.g. http://pushgateway.monitoring:9091, or leave empty"}
+	}
+	if u := c.Notify.slackURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		return &Error{Key: "RECONCILER_SLACK_WEBHOOK_URL", Msg: "is not an http(s) URL", Hint: "paste the incoming-webhook URL Slack gave you"}
 	}
 	if strings.HasPrefix(s.apiKey, "pk_") {
 		return &Error{Key: "STRIPE_API_KEY", Msg: "is a publishable key", Hint: "use a secret (sk_…) or restricted (rk_…) key with read access"}

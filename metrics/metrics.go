@@ -35,6 +35,7 @@ type Metrics struct {
 	missRatio       *prometheus.GaugeVec
 	running         *prometheus.GaugeVec
 	lastRunFinished *prometheus.GaugeVec
+	notifications   *prometheus.CounterVec
 }
 
 // New returns a registry with every metric and the Go runtime's.
@@ -79,8 +80,11 @@ func New() *Metrics {
 		lastRunFinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "reconciler_last_run_finished_timestamp_seconds", Help: "Unix time the last run finished, by status.",
 		}, []string{"provider", "account", "status"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_notifications_total", Help: "Run summaries posted to chat, by channel and result (sent, already_sent, failed).",
+		}, []string{"channel", "result"}),
 	}
-	m.reg.MustRegister(m.runDuration, m.runs, m.lastSuccess, m.examined, m.drift, m.lastRunRefused, m.synthetic,
+	m.reg.MustRegister(m.notifications, m.runDuration, m.runs, m.lastSuccess, m.examined, m.drift, m.lastRunRefused, m.synthetic,
 		m.eventsRead, m.requests, m.missRatio, m.running, m.lastRunFinished,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -127,6 +131,11 @@ func (m *Metrics) Observe(res reconcile.Result, byStatus map[int]int64) {
 	for code, n := range byStatus {
 		m.requests.WithLabelValues(p, strconv.Itoa(code)).Add(float64(n))
 	}
+}
+
+// Notified counts one delivery attempt of a run summary.
+func (m *Metrics) Notified(channel, result string) {
+	m.notifications.WithLabelValues(channel, result).Inc()
 }
 
 // Handler serves the registry for scraping.

@@ -71,6 +71,7 @@ type Run struct {
 	Trigger         string
 	TriggeredBy     string
 	DryRun          bool
+	Mode            string // "test" or "live": the provider key's mode
 	Examined        int64
 	InSync          int64
 	Repaired        int64

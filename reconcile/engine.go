@@ -180,6 +180,9 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 		WindowStart: w.since, WindowEnd: w.until, StartedAt: now,
 		Status: models.RunRunning, Trigger: o.Trigger, TriggeredBy: o.TriggeredBy, DryRun: o.DryRun,
 	}
+	if m, ok := o.Provider.(interface{ Mode() string }); ok {
+		h.run.Mode = m.Mode()
+	}
 	h.run.Notes, _ = json.Marshal(notes)
 	if err := o.DB.WithContext(ctx).Create(&h.run).Error; err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
@@ -519,6 +522,7 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 				newDrifted[h] = struct{}{}
 			}
 			for _, it := range its {
+				describe(&it, o.after, plans[id])
 				switch it.Action {
 				case models.ActionRepaired:
 					c.Repaired++
@@ -586,6 +590,26 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 	}
 	e.log.Debug("batch written", "payments", len(order), "events", len(p.Events), "repaired", c.Repaired, "refused", c.Refused)
 	return nil
+}
+
+// describe adds the payment's amounts to an item, for the report.
+func describe(it *Item, row Local, p Plan) {
+	if it.Detail == nil {
+		it.Detail = map[string]any{}
+	}
+	amount, currency := row.Amount, row.Currency
+	if !row.Exists {
+		amount, currency = p.Amount, p.Currency
+	}
+	if _, ok := it.Detail["amount"]; !ok {
+		it.Detail["amount"] = amount
+	}
+	if _, ok := it.Detail["currency"]; !ok {
+		it.Detail["currency"] = currency
+	}
+	if _, ok := it.Detail["amount_refunded"]; !ok {
+		it.Detail["amount_refunded"] = row.AmountRefunded
+	}
 }
 
 func toItemRow(id string, it Item) itemRow {

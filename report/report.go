@@ -19,7 +19,7 @@ import (
 )
 
 // Formats lists the formats Render accepts.
-var Formats = []string{"json", "csv", "md"}
+var Formats = []string{"json", "csv", "md", "html"}
 
 // ValidFormat reports whether f is one of Formats.
 func ValidFormat(f string) bool {
@@ -39,25 +39,29 @@ type Report struct {
 
 // RunReport is one run.
 type RunReport struct {
-	ID              int64      `json:"id"`
-	Provider        string     `json:"provider"`
-	Account         string     `json:"account"`
-	WindowStart     time.Time  `json:"window_start"`
-	WindowEnd       time.Time  `json:"window_end"`
-	StartedAt       time.Time  `json:"started_at"`
-	FinishedAt      *time.Time `json:"finished_at"`
-	Status          string     `json:"status"`
-	Trigger         string     `json:"trigger"`
-	TriggeredBy     string     `json:"triggered_by"`
-	DryRun          bool       `json:"dry_run"`
-	Examined        int64      `json:"examined"`
-	InSync          int64      `json:"in_sync"`
-	Repaired        int64      `json:"repaired"`
-	Refused         int64      `json:"refused"`
-	Reported        int64      `json:"reported"`
-	SyntheticEvents int64      `json:"synthetic_events"`
-	EventsRead      int64      `json:"events_read"`
-	APIRequests     int64      `json:"api_requests"`
+	ID          int64      `json:"id"`
+	Provider    string     `json:"provider"`
+	Account     string     `json:"account"`
+	WindowStart time.Time  `json:"window_start"`
+	WindowEnd   time.Time  `json:"window_end"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Status      string     `json:"status"`
+	Trigger     string     `json:"trigger"`
+	TriggeredBy string     `json:"triggered_by"`
+	DryRun      bool       `json:"dry_run"`
+	// Mode is "test" or "live" (the provider key's mode), "" when unknown.
+	Mode string `json:"mode"`
+	// DurationSeconds is finished_at - started_at; 0 while running.
+	DurationSeconds float64 `json:"duration_seconds"`
+	Examined        int64   `json:"examined"`
+	InSync          int64   `json:"in_sync"`
+	Repaired        int64   `json:"repaired"`
+	Refused         int64   `json:"refused"`
+	Reported        int64   `json:"reported"`
+	SyntheticEvents int64   `json:"synthetic_events"`
+	EventsRead      int64   `json:"events_read"`
+	APIRequests     int64   `json:"api_requests"`
 	// WebhookMissRatio is synthetic events over events read in the window.
 	WebhookMissRatio float64 `json:"webhook_miss_ratio"`
 	Error            *string `json:"error"`
@@ -69,13 +73,83 @@ type RunReport struct {
 
 // Item is one drift item.
 type Item struct {
-	ProviderID    string         `json:"provider_id"`
-	Kind          string         `json:"kind"`
-	Action        string         `json:"action"`
-	LocalState    *string        `json:"local_state"`
-	ProviderState *string        `json:"provider_state"`
-	Explanation   string         `json:"explanation"`
-	Detail        map[string]any `json:"detail"`
+	ProviderID    string  `json:"provider_id"`
+	Kind          string  `json:"kind"`
+	Action        string  `json:"action"`
+	LocalState    *string `json:"local_state"`
+	ProviderState *string `json:"provider_state"`
+	// Amount and Currency are the payment's (minor units, lower-case ISO
+	// 4217); AmountRefunded its refunded total after the run.
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	AmountRefunded int64  `json:"amount_refunded"`
+	// ProviderTime is the provider's time of the change; TimeInferred says
+	// it came from an object, not an event.
+	ProviderTime *time.Time `json:"provider_time"`
+	TimeInferred bool       `json:"time_inferred"`
+	EventID      string     `json:"event_id,omitempty"`
+	// Explanation is one sentence for support staff.
+	Explanation string `json:"explanation"`
+	// DashboardURL opens the payment in the provider's dashboard.
+	DashboardURL string         `json:"dashboard_url"`
+	Detail       map[string]any `json:"detail"`
+}
+
+// NeedsHuman reports whether the item was refused or only reported.
+func (it Item) NeedsHuman() bool { return it.Action != models.ActionRepaired }
+
+// DashboardURL links a payment in its provider's dashboard, in test or live
+// mode; "" for an unknown provider.
+func DashboardURL(provider, mode, account, id string) string {
+	switch provider {
+	case "stripe":
+		u := "https://dashboard.stripe.com/"
+		if account != "" {
+			u += account + "/"
+		}
+		if mode == "test" {
+			u += "test/"
+		}
+		return u + "payments/" + id
+	case "gocardless":
+		if mode == "test" {
+			return "https://manage-sandbox.gocardless.com/payments/" + id
+		}
+		return "https://manage.gocardless.com/payments/" + id
+	}
+	return ""
+}
+
+// decimals is how many minor-unit digits a currency has (ISO 4217); 2 for
+// any currency not listed.
+var decimals = map[string]int{
+	"bif": 0, "clp": 0, "djf": 0, "gnf": 0, "isk": 0, "jpy": 0, "kmf": 0, "krw": 0, "pyg": 0, "rwf": 0,
+	"ugx": 0, "vnd": 0, "vuv": 0, "xaf": 0, "xof": 0, "xpf": 0,
+	"bhd": 3, "iqd": 3, "jod": 3, "kwd": 3, "lyd": 3, "omr": 3, "tnd": 3,
+}
+
+// MajorUnits formats minor units as a decimal number in major units
+// ("12.34" for 1234 gbp, "1234" for 1234 jpy).
+func MajorUnits(minor int64, currency string) string {
+	d, ok := decimals[strings.ToLower(currency)]
+	if !ok {
+		d = 2
+	}
+	neg := minor < 0
+	if neg {
+		minor = -minor
+	}
+	s := fmt.Sprint(minor)
+	if d > 0 {
+		for len(s) <= d {
+			s = "0" + s
+		}
+		s = s[:len(s)-d] + "." + s[len(s)-d:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
 }
 
 // Load reads runs by id with their items; items needing a human come first.
@@ -92,12 +166,7 @@ func Load(ctx context.Context, db *gorm.DB, runIDs ...int64) (Report, error) {
 		}
 		rr := Summary(r)
 		for _, it := range items {
-			d := map[string]any{}
-			_ = json.Unmarshal(it.Detail, &d)
-			expl, _ := d["explanation"].(string)
-			delete(d, "explanation")
-			rr.Items = append(rr.Items, Item{ProviderID: it.ProviderID, Kind: it.Kind, Action: it.Action,
-				LocalState: it.LocalState, ProviderState: it.ProviderState, Explanation: expl, Detail: d})
+			rr.Items = append(rr.Items, itemOf(r, it))
 		}
 		sort.SliceStable(rr.Items, func(i, j int) bool { return priority(rr.Items[i]) < priority(rr.Items[j]) })
 		rep.Runs = append(rep.Runs, rr)
@@ -105,12 +174,60 @@ func Load(ctx context.Context, db *gorm.DB, runIDs ...int64) (Report, error) {
 	return rep, nil
 }
 
+// withLinks fills the dashboard links a hand-built report lacks.
+func withLinks(rep Report) Report {
+	runs := make([]RunReport, len(rep.Runs))
+	for i, r := range rep.Runs {
+		items := make([]Item, len(r.Items))
+		for j, it := range r.Items {
+			if it.DashboardURL == "" {
+				it.DashboardURL = DashboardURL(r.Provider, r.Mode, r.Account, it.ProviderID)
+			}
+			items[j] = it
+		}
+		r.Items = items
+		runs[i] = r
+	}
+	return Report{Runs: runs}
+}
+
+// itemOf lifts the well-known detail keys into fields.
+func itemOf(r models.Run, it models.DriftItem) Item {
+	d := map[string]any{}
+	_ = json.Unmarshal(it.Detail, &d)
+	out := Item{ProviderID: it.ProviderID, Kind: it.Kind, Action: it.Action, LocalState: it.LocalState, ProviderState: it.ProviderState,
+		DashboardURL: DashboardURL(r.Provider, r.Mode, r.Account, it.ProviderID)}
+	take := func(k string) any { v := d[k]; delete(d, k); return v }
+	out.Explanation, _ = take("explanation").(string)
+	if v, ok := take("amount").(float64); ok {
+		out.Amount = int64(v)
+	}
+	out.Currency, _ = take("currency").(string)
+	if v, ok := take("amount_refunded").(float64); ok {
+		out.AmountRefunded = int64(v)
+	}
+	if v, ok := take("provider_time").(string); ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			t = t.UTC()
+			out.ProviderTime = &t
+		}
+	}
+	out.TimeInferred, _ = take("time_inferred").(bool)
+	out.EventID, _ = take("event_id").(string)
+	out.Detail = d
+	return out
+}
+
 // Summary is a run without its items.
 func Summary(r models.Run) RunReport {
 	rr := RunReport{ID: r.ID, Provider: r.Provider, Account: r.Account, WindowStart: r.WindowStart.UTC(), WindowEnd: r.WindowEnd.UTC(),
 		StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt, Status: r.Status, Trigger: r.Trigger, TriggeredBy: r.TriggeredBy,
 		DryRun: r.DryRun, Examined: r.Examined, InSync: r.InSync, Repaired: r.Repaired, Refused: r.Refused, Reported: r.Reported,
-		SyntheticEvents: r.SyntheticEvents, EventsRead: r.EventsRead, APIRequests: r.APIRequests, Error: r.Error, Items: []Item{}}
+		SyntheticEvents: r.SyntheticEvents, EventsRead: r.EventsRead, APIRequests: r.APIRequests, Error: r.Error, Items: []Item{},
+		Mode: r.Mode}
+	if r.FinishedAt != nil {
+		rr.DurationSeconds = r.FinishedAt.Sub(r.StartedAt).Seconds()
+	}
 	if r.EventsRead > 0 {
 		rr.WebhookMissRatio = float64(r.SyntheticEvents) / float64(r.EventsRead)
 	}
@@ -135,6 +252,7 @@ func priority(it Item) int {
 
 // Render writes rep in format.
 func Render(w io.Writer, rep Report, format string) error {
+	rep = withLinks(rep)
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -144,6 +262,8 @@ func Render(w io.Writer, rep Report, format string) error {
 		return renderCSV(w, rep)
 	case "md":
 		return renderMD(w, rep)
+	case "html":
+		return RenderHTML(w, rep)
 	}
 	return fmt.Errorf("unknown report format %q (use %s)", format, strings.Join(Formats, ", "))
 }
@@ -155,13 +275,22 @@ func str(p *string) string {
 	return *p
 }
 
+// CSVHeader is the CSV report's header row: one row per drift item.
+var CSVHeader = []string{"run_id", "provider", "account", "mode", "provider_id", "kind", "action", "needs_human", "local_state", "provider_state",
+	"amount", "currency", "amount_refunded", "provider_time", "time_inferred", "explanation", "dashboard_url"}
+
 func renderCSV(w io.Writer, rep Report) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"run_id", "provider", "account", "provider_id", "kind", "action", "local_state", "provider_state", "provider_time", "explanation"})
+	_ = cw.Write(CSVHeader)
 	for _, r := range rep.Runs {
 		for _, it := range r.Items {
-			pt, _ := it.Detail["provider_time"].(string)
-			_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, it.ProviderID, it.Kind, it.Action, str(it.LocalState), str(it.ProviderState), pt, it.Explanation})
+			pt := ""
+			if it.ProviderTime != nil {
+				pt = it.ProviderTime.UTC().Format(time.RFC3339Nano)
+			}
+			_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, it.ProviderID, it.Kind, it.Action, fmt.Sprint(it.NeedsHuman()),
+				str(it.LocalState), str(it.ProviderState), MajorUnits(it.Amount, it.Currency), strings.ToUpper(it.Currency),
+				MajorUnits(it.AmountRefunded, it.Currency), pt, fmt.Sprint(it.TimeInferred), it.Explanation, it.DashboardURL})
 		}
 	}
 	cw.Flush()
@@ -181,7 +310,11 @@ func renderMD(w io.Writer, rep Report) error {
 		fmt.Fprintf(w, "## Run %d: %s, %s%s\n\n", r.ID, r.Provider, acct, dry)
 		fmt.Fprintf(w, "| | |\n|---|---|\n")
 		fmt.Fprintf(w, "| window | %s → %s |\n", r.WindowStart.Format(time.RFC3339), r.WindowEnd.Format(time.RFC3339))
-		fmt.Fprintf(w, "| status | %s |\n| trigger | %s %s |\n", r.Status, r.Trigger, r.TriggeredBy)
+		fmt.Fprintf(w, "| status | %s |\n| trigger | %s %s |\n", r.Status, r.Trigger, mdCell(r.TriggeredBy))
+		if r.Mode != "" {
+			fmt.Fprintf(w, "| mode | %s |\n", r.Mode)
+		}
+		fmt.Fprintf(w, "| duration | %s |\n", time.Duration(r.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 		fmt.Fprintf(w, "| examined | %d |\n| in sync | %d |\n| repaired | %d |\n| refused | %d |\n| reported | %d |\n", r.Examined, r.InSync, r.Repaired, r.Refused, r.Reported)
 		fmt.Fprintf(w, "| events read | %d |\n| synthetic events | %d |\n| webhook miss ratio | %.2f%% |\n| API requests | %d |\n", r.EventsRead, r.SyntheticEvents, 100*r.WebhookMissRatio, r.APIRequests)
 		if r.Error != nil {
@@ -195,10 +328,26 @@ func renderMD(w io.Writer, rep Report) error {
 			fmt.Fprint(w, "No drift.\n\n")
 			continue
 		}
-		fmt.Fprintf(w, "| payment | kind | action | local → provider | explanation |\n|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "| payment | kind | action | local → provider | amount | provider time | explanation |\n|---|---|---|---|---|---|---|\n")
 		for _, it := range r.Items {
-			fmt.Fprintf(w, "| %s | %s | %s | %s → %s | %s |\n", mdCell(it.ProviderID), mdCell(it.Kind), mdCell(it.Action),
-				mdCell(orDash(str(it.LocalState))), mdCell(orDash(str(it.ProviderState))), mdCell(it.Explanation))
+			id := mdCell(it.ProviderID)
+			if it.DashboardURL != "" {
+				id = "[" + id + "](" + it.DashboardURL + ")"
+			}
+			action := mdCell(it.Action)
+			if it.NeedsHuman() {
+				action = "**" + action + "**"
+			}
+			pt := "—"
+			if it.ProviderTime != nil {
+				pt = it.ProviderTime.UTC().Format(time.RFC3339)
+				if it.TimeInferred {
+					pt += " (inferred)"
+				}
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s → %s | %s %s | %s | %s |\n", id, mdCell(it.Kind), action,
+				mdCell(orDash(str(it.LocalState))), mdCell(orDash(str(it.ProviderState))),
+				MajorUnits(it.Amount, it.Currency), mdCell(strings.ToUpper(it.Currency)), pt, mdCell(it.Explanation))
 		}
 		fmt.Fprintln(w)
 	}

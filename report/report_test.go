@@ -31,19 +31,20 @@ func sample() Report {
 		{
 			ID: 7, Provider: "stripe", Account: "", WindowStart: time.Date(2026, 10, 30, 23, 0, 0, 0, time.UTC), WindowEnd: at(0, 0),
 			StartedAt: at(0, 0), FinishedAt: ptr(at(0, 3)), Status: "succeeded", Trigger: "schedule", TriggeredBy: "cron",
+			Mode: "test", DurationSeconds: 180,
 			Examined: 1200, InSync: 1194, Repaired: 2, Refused: 2, Reported: 2, SyntheticEvents: 3, EventsRead: 400, APIRequests: 17,
 			WebhookMissRatio: 0.0075,
 			Items: []Item{
 				{ProviderID: "pi_1", Kind: models.KindConflict, Action: models.ActionRefused, LocalState: ptr("captured"), ProviderState: ptr("refunded"),
-					Explanation: trickyExplanation, Detail: map[string]any{"provider_time": "2026-10-31T10:00:00.5Z"}},
+					Explanation: trickyExplanation, Amount: 1999, Currency: "gbp", AmountRefunded: 1999, ProviderTime: ptr(time.Date(2026, 10, 31, 10, 0, 0, 5e8, time.UTC)), EventID: "evt_1", Detail: map[string]any{}},
 				{ProviderID: "pi_2", Kind: models.KindStale, Action: models.ActionRefused, LocalState: ptr("authorised"), ProviderState: ptr("captured"),
-					Explanation: "Local state changed after the provider's; left alone, a human should look.", Detail: map[string]any{"provider_time": "2026-10-31T11:00:00Z", "local_time": "2026-10-31T11:00:01Z"}},
+					Explanation: "Local state changed after the provider's; left alone, a human should look.", Amount: 500, Currency: "jpy", ProviderTime: ptr(time.Date(2026, 10, 31, 11, 0, 0, 0, time.UTC)), Detail: map[string]any{"local_time": "2026-10-31T11:00:01Z"}},
 				{ProviderID: "pi_3", Kind: models.KindMismatch, Action: models.ActionReported, LocalState: ptr("captured"), ProviderState: ptr("captured"),
-					Explanation: "The amount or currency recorded locally differs from the provider's; the amount was not changed.", Detail: map[string]any{"local_amount": "1000 EUR", "provider_amount": "1200 EUR"}},
+					Explanation: "The amount or currency recorded locally differs from the provider's; the amount was not changed.", Amount: 1000, Currency: "eur", Detail: map[string]any{"local_amount": 1000.0, "local_currency": "eur", "provider_amount": 1200.0, "provider_currency": "eur"}},
 				{ProviderID: "pi_4", Kind: models.KindUnknownStatus, Action: models.ActionReported, LocalState: ptr("created"), ProviderState: nil,
 					Explanation: `Provider status "requires_capture_v2" is not known.`, Detail: map[string]any{}},
 				{ProviderID: "pi_5", Kind: models.KindMissingLocal, Action: models.ActionRepaired, LocalState: nil, ProviderState: ptr("captured"),
-					Explanation: "Not known locally; created from the provider's record.", Detail: map[string]any{"provider_time": "2026-10-31T12:00:00Z"}},
+					Explanation: "Not known locally; created from the provider's record.", Amount: 4200, Currency: "gbp", ProviderTime: ptr(time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC)), TimeInferred: true, Detail: map[string]any{}},
 				{ProviderID: "pi_6", Kind: models.KindBehind, Action: models.ActionRepaired, LocalState: ptr("authorised"), ProviderState: ptr("captured"),
 					Explanation: "A capture webhook was missed, the state was advanced.", Detail: nil},
 			},
@@ -88,7 +89,7 @@ func TestRenderGolden(t *testing.T) {
 func TestRenderJSONRoundTrip(t *testing.T) {
 	var back Report
 	require.NoError(t, json.Unmarshal(render(t, "json"), &back))
-	want := sample()
+	want := withLinks(sample()) // rendering fills the dashboard links
 	// A nil Detail encodes as null and decodes back to nil; {} stays {}.
 	require.Nil(t, back.Runs[0].Items[5].Detail)
 	assert.Equal(t, want, back)
@@ -116,23 +117,43 @@ func TestRenderCSV(t *testing.T) {
 	require.NoError(t, err)
 	s := sample()
 	require.Len(t, rows, 1+len(s.Runs[0].Items)+len(s.Runs[1].Items), "header plus one row per item")
-	header := []string{"run_id", "provider", "account", "provider_id", "kind", "action", "local_state", "provider_state", "provider_time", "explanation"}
-	assert.Equal(t, header, rows[0])
-	for _, r := range rows {
-		assert.Len(t, r, len(header))
+	assert.Equal(t, CSVHeader, rows[0])
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
 	}
-	assert.Equal(t, []string{"7", "stripe", "", "pi_1", "conflict", "refused", "captured", "refunded", "2026-10-31T10:00:00.5Z", trickyExplanation}, rows[1])
-	// nil states are empty cells; no provider_time is an empty cell.
-	assert.Equal(t, "", rows[4][7], "nil provider_state")
-	assert.Equal(t, "", rows[4][8], "no provider_time")
-	assert.Equal(t, "", rows[5][6], "nil local_state")
-	assert.Equal(t, "2026-10-31T12:00:00Z", rows[5][8])
-	assert.Equal(t, "", rows[6][8], "nil Detail")
+	for _, r := range rows {
+		assert.Len(t, r, len(CSVHeader))
+	}
+	first := rows[1]
+	assert.Equal(t, "pi_1", first[col["provider_id"]])
+	assert.Equal(t, "19.99", first[col["amount"]], "major units")
+	assert.Equal(t, "GBP", first[col["currency"]])
+	assert.Equal(t, "19.99", first[col["amount_refunded"]])
+	assert.Equal(t, "2026-10-31T10:00:00.5Z", first[col["provider_time"]], "UTC ISO 8601")
+	assert.Equal(t, "true", first[col["needs_human"]])
+	assert.Equal(t, trickyExplanation, first[col["explanation"]])
+	assert.Equal(t, "https://dashboard.stripe.com/test/payments/pi_1", first[col["dashboard_url"]])
+	assert.Equal(t, "500", rows[2][col["amount"]], "zero-decimal currency")
+	assert.Equal(t, "", rows[4][col["provider_state"]], "nil provider_state")
+	assert.Equal(t, "", rows[4][col["provider_time"]], "no provider_time")
+	assert.Equal(t, "", rows[5][col["local_state"]], "nil local_state")
+	assert.Equal(t, "true", rows[5][col["time_inferred"]])
 	for i, it := range s.Runs[0].Items {
-		assert.Equal(t, it.ProviderID, rows[i+1][3])
-		assert.Equal(t, it.Kind, rows[i+1][4])
-		assert.Equal(t, it.Action, rows[i+1][5])
-		assert.Equal(t, it.Explanation, rows[i+1][9])
+		assert.Equal(t, it.ProviderID, rows[i+1][col["provider_id"]])
+		assert.Equal(t, it.Kind, rows[i+1][col["kind"]])
+		assert.Equal(t, it.Action, rows[i+1][col["action"]])
+		assert.Equal(t, it.Explanation, rows[i+1][col["explanation"]])
+	}
+}
+
+func TestMajorUnits(t *testing.T) {
+	for _, c := range []struct {
+		minor int64
+		cur   string
+		want  string
+	}{{1234, "gbp", "12.34"}, {5, "eur", "0.05"}, {0, "usd", "0.00"}, {-150, "gbp", "-1.50"}, {1234, "jpy", "1234"}, {1234, "kwd", "1.234"}, {7, "GBP", "0.07"}} {
+		assert.Equal(t, c.want, MajorUnits(c.minor, c.cur), "%d %s", c.minor, c.cur)
 	}
 }
 
@@ -181,7 +202,7 @@ func TestRenderMarkdown(t *testing.T) {
 			continue
 		}
 		assert.Len(t, c, want, "row %q", line)
-		if want == 5 && c[0] != "---" {
+		if want == 7 && c[0] != "---" {
 			items = append(items, c)
 		}
 		if c[0] == "error" {
@@ -191,8 +212,8 @@ func TestRenderMarkdown(t *testing.T) {
 	s := sample()
 	require.Len(t, items, len(s.Runs[0].Items))
 	for i, it := range s.Runs[0].Items {
-		assert.Equal(t, it.ProviderID, items[i][0])
-		assert.Equal(t, it.Explanation, items[i][4], "explanation survives escaping")
+		assert.Contains(t, items[i][0], "["+it.ProviderID+"](https://dashboard.stripe.com/test/payments/"+it.ProviderID+")")
+		assert.Equal(t, it.Explanation, items[i][6], "explanation survives escaping")
 	}
 	assert.Equal(t, "created → —", items[3][3], "nil provider state is a dash")
 	assert.Equal(t, "— → captured", items[4][3], "nil local state is a dash")
@@ -214,21 +235,21 @@ func TestRenderEmpty(t *testing.T) {
 }
 
 func TestRenderUnknownFormat(t *testing.T) {
-	for _, f := range []string{"html", "xml", "", "JSON", "markdown"} {
+	for _, f := range []string{"pdf", "xml", "", "JSON", "markdown"} {
 		var buf bytes.Buffer
 		err := Render(&buf, sample(), f)
 		require.Error(t, err, f)
-		assert.Contains(t, err.Error(), "json, csv, md")
+		assert.Contains(t, err.Error(), "json, csv, md, html")
 		assert.Contains(t, err.Error(), `"`+f+`"`)
 		assert.Zero(t, buf.Len(), "nothing written")
 	}
 }
 
 func TestValidFormat(t *testing.T) {
-	for _, f := range []string{"json", "csv", "md"} {
+	for _, f := range []string{"json", "csv", "md", "html"} {
 		assert.True(t, ValidFormat(f), f)
 	}
-	for _, f := range []string{"", "html", "JSON", "markdown", " md"} {
+	for _, f := range []string{"", "pdf", "JSON", "markdown", " md"} {
 		assert.False(t, ValidFormat(f), f)
 	}
 }

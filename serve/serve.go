@@ -62,6 +62,9 @@ type Server struct {
 	Now     func() time.Time
 	// Sleep waits until t or ctx ends; tests make the schedule fast.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// AfterRun, when set, is called with every run that ended (to post its
+	// summary).
+	AfterRun func(ctx context.Context, runID int64)
 
 	wg sync.WaitGroup
 }
@@ -108,6 +111,9 @@ func (s *Server) Start(ctx context.Context, req Request) (int64, error) {
 			byStatus = bs.RequestsByStatus()
 		}
 		s.Metrics.Observe(res, byStatus)
+		if s.AfterRun != nil && res.Run.ID != 0 {
+			s.AfterRun(ctx, res.Run.ID)
+		}
 		if err != nil {
 			s.Log.Error("run failed", "run_id", h.RunID(), "provider", req.Provider, "account", req.Account, "error", err)
 		}

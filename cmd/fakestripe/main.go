@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/reconciler/reconciler/internal/scenario"
 	"github.com/reconciler/reconciler/internal/webhooksim"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
@@ -33,12 +34,18 @@ func main() {
 	seedDB := flag.String("seed-db", "", "PostgreSQL URL to migrate and seed as the webhooks left it")
 	missed := flag.Int("miss-every", 10, "when seeding, miss every Nth webhook delivery")
 	ready := flag.String("ready-file", "", "write the base URL here once serving")
+	allKinds := flag.Bool("all-kinds", false, "craft payments producing every drift kind (with -seed-db, seed their local rows too)")
 	flag.Parse()
 
 	now := time.Now().UTC()
 	srv := stripefake.New(stripefake.Options{Seed: *seed})
 	acct := srv.Account("")
-	acct.Generate(stripefake.GenOptions{Payments: *payments, Start: now.Add(-time.Duration(*days) * 24 * time.Hour), End: now.Add(-time.Minute), Seed: *seed})
+	var sc *scenario.Stripe
+	if *allKinds {
+		sc = scenario.NewStripe(acct, now, scenario.Options{Payments: *payments, Seed: *seed, MissEvery: *missed})
+	} else {
+		acct.Generate(stripefake.GenOptions{Payments: *payments, Start: now.Add(-time.Duration(*days) * 24 * time.Hour), End: now.Add(-time.Minute), Seed: *seed})
+	}
 
 	if *seedDB != "" {
 		db, err := gorm.Open(postgres.Open(*seedDB), &gorm.Config{Logger: logger.Discard})
@@ -49,11 +56,20 @@ func main() {
 		if _, err := models.Migrate(ctx, db); err != nil {
 			log.Fatalf("migrate: %v", err)
 		}
-		delivered, miss, err := webhooksim.Seed(ctx, db, "stripe", webhooksim.Stripe(acct.Deliveries()), now, func(i int, _ webhooksim.Delivery) bool {
-			return *missed <= 0 || i%*missed != *missed/2
-		})
-		if err != nil {
-			log.Fatalf("seed: %v", err)
+		var delivered, miss int
+		if sc != nil {
+			if err := sc.SeedLocal(ctx, db, now); err != nil {
+				log.Fatalf("seed: %v", err)
+			}
+			delivered, miss = len(sc.Deliveries), sc.Missed
+		} else {
+			var err error
+			delivered, miss, err = webhooksim.Seed(ctx, db, "stripe", webhooksim.Stripe(acct.Deliveries()), now, func(i int, _ webhooksim.Delivery) bool {
+				return *missed <= 0 || i%*missed != *missed/2
+			})
+			if err != nil {
+				log.Fatalf("seed: %v", err)
+			}
 		}
 		fmt.Fprintf(os.Stderr, "fakestripe: %d payments; seeded the database with %d webhook deliveries, %d missed\n", *payments, delivered, miss)
 	}

@@ -40,9 +40,10 @@ const usage = `reconciler: make payment webhooks trustworthy.
 
 Usage:
   reconciler run     [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
-                     [--window DUR] [--dry-run] [--report FILE] [--format json|csv|md]
+                     [--window DUR] [--dry-run] [--report FILE] [--format json|csv|md|html]
   reconciler migrate [--config FILE]
   reconciler serve   [--config FILE]        long-running: cron schedule, HTTP API, metrics
+  reconciler report  (--run ID | --last | --history N) [--format json|csv|md|html] [--output FILE]
   reconciler version
 
 Times are RFC 3339 or dates (2026-11-01); durations are Go durations (24h, 90m).
@@ -70,6 +71,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		err = cmdMigrate(ctx, args[1:], stdout, stderr, getenv)
 	case "serve":
 		err = cmdServe(ctx, args[1:], stdout, stderr, getenv)
+	case "report":
+		err = cmdReport(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "reconciler %s\n", version)
 		return exitOK

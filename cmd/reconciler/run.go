@@ -50,7 +50,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	fs.StringVar(&f.window, "window", "", "window length when --since is not given (default from config: 24h)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report, but write only the run and its drift items")
 	fs.StringVar(&f.reportFile, "report", "", "write the report to this file (default: stdout)")
-	fs.StringVar(&f.format, "format", "md", "report format: json, csv or md")
+	fs.StringVar(&f.format, "format", "md", "report format: json, csv, md or html")
 	fs.StringVar(&f.trigger, "trigger", models.TriggerManual, "what started the run, recorded on it: manual, schedule or api")
 	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply pending migrations first")
 	fs.IntVar(&f.batchSize, "batch-size", 0, "payments per write transaction (default from config)")
@@ -86,7 +86,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		cfg.Run.Window = config.Duration(d)
 	}
 	if !report.ValidFormat(f.format) {
-		return usagef("--format: unknown format %q (use json, csv or md)", f.format)
+		return usagef("--format: unknown format %q (use json, csv, md or html)", f.format)
 	}
 	switch f.trigger {
 	case models.TriggerManual, models.TriggerSchedule, models.TriggerAPI:
@@ -152,6 +152,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}()
 
 	m := metrics.New()
+	notifyRun := notifier(cfg, db, m, log)
 	var runIDs []int64
 	var failed, locked []string
 	for _, j := range jobs {
@@ -170,6 +171,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		}
 		if res.Run.ID != 0 {
 			runIDs = append(runIDs, res.Run.ID)
+			notifyRun(ctx, res.Run.ID)
 		}
 		name := j.provider + "/" + orPlatform(j.account)
 		switch {

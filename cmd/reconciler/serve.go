@@ -71,8 +71,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			providers = append(providers, j.provider)
 		}
 	}
+	m := metrics.New()
 	srv := &serve.Server{
-		DB: db, Log: log, Metrics: metrics.New(), Tokens: tokens, Jobs: sjobs, Schedule: sched, Providers: providers,
+		DB: db, Log: log, Metrics: m, Tokens: tokens, Jobs: sjobs, Schedule: sched, Providers: providers,
+		AfterRun: notifier(cfg, db, m, log),
 		Options: func(r serve.Request) (reconcile.Options, error) {
 			p, err := newProvider(cfg, r.Provider, log)
 			if err != nil {

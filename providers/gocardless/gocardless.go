@@ -96,6 +96,14 @@ func New(cfg Config) (*Provider, error) {
 // Name implements reconcile.Provider.
 func (p *Provider) Name() string { return Name }
 
+// Mode is "test" for sandbox tokens, else "live".
+func (p *Provider) Mode() string {
+	if strings.HasPrefix(p.token, "sandbox_") {
+		return "test"
+	}
+	return "live"
+}
+
 // Horizon implements reconcile.Provider.
 func (p *Provider) Horizon(now time.Time) time.Time {
 	if p.retention <= 0 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v76"
@@ -60,6 +61,7 @@ type Config struct {
 
 // Provider reads one Stripe platform (and its connected accounts).
 type Provider struct {
+	mode string
 	api  *client.API
 	tr   *transport.Transport
 	page int64
@@ -101,8 +103,15 @@ func New(cfg Config) (*Provider, error) {
 		MaxNetworkRetries: stripego.Int64(0),
 	})
 	api := client.New(cfg.APIKey, &stripego.Backends{API: backend, Connect: backend, Uploads: backend})
-	return &Provider{api: api, tr: tr, page: cfg.PageSize, log: cfg.Logger}, nil
+	mode := "live"
+	if strings.Contains(cfg.APIKey, "_test_") {
+		mode = "test"
+	}
+	return &Provider{mode: mode, api: api, tr: tr, page: cfg.PageSize, log: cfg.Logger}, nil
 }
+
+// Mode is "test" or "live", from the key.
+func (p *Provider) Mode() string { return p.mode }
 
 // Name implements reconcile.Provider.
 func (p *Provider) Name() string { return Name }

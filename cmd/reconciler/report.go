@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/metrics"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/report"
+)
+
+func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := newFlagSet("report", stderr)
+	cfgPath := fs.String("config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
+	runID := fs.Int64("run", 0, "the run to render")
+	last := fs.Bool("last", false, "render the latest finished run (of --provider and --account when given)")
+	history := fs.Int("history", 0, "render the last N finished runs as a trend")
+	format := fs.String("format", "md", "json, csv, md or html")
+	provider := fs.String("provider", "", "with --last or --history: only this provider")
+	account := fs.String("account", "", "with --last or --history and --provider: only this account")
+	output := fs.String("output", "", "write to this file instead of stdout")
+	doNotify := fs.Bool("notify", false, "post the run's summary to the configured chat if it was not posted yet (at most once per run)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	n := 0
+	for _, set := range []bool{*runID != 0, *last, *history != 0} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return usagef("report: give exactly one of --run ID, --last or --history N")
+	}
+	if *runID < 0 || *history < 0 || *history > 1000 {
+		return usagef("report: --run must be positive and --history 1 to 1000")
+	}
+	if !report.ValidFormat(*format) {
+		return usagef("--format: unknown format %q (use json, csv, md or html)", *format)
+	}
+	if *account != "" && *provider == "" {
+		return usagef("--account needs --provider")
+	}
+	cfg, err := loadConfig(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	if pending, err := models.Pending(ctx, db); err != nil || len(pending) > 0 {
+		return errors.New("the database has no reconciler schema or pending migrations: run reconciler migrate")
+	}
+	var out io.Writer = stdout
+	if *output != "" {
+		f, err := os.Create(*output)
+		if err != nil {
+			return usagef("--output: %v", err)
+		}
+		defer f.Close()
+		out = f
+	}
+	if *history > 0 {
+		runs, err := report.LoadHistory(ctx, db, *history, *provider, *account)
+		if err != nil {
+			return err
+		}
+		return report.RenderHistory(out, runs, *format)
+	}
+	id := *runID
+	if *last {
+		var r models.Run
+		q := db.WithContext(ctx).Where("status <> ?", models.RunRunning).Order("id DESC").Limit(1)
+		if *provider != "" {
+			q = q.Where("provider = ? AND account = ?", *provider, *account)
+		}
+		if err := q.Find(&r).Error; err != nil {
+			return err
+		}
+		if r.ID == 0 {
+			return errors.New("no finished run yet")
+		}
+		id = r.ID
+	}
+	rep, err := report.Load(ctx, db, id)
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return usagef("--run: no run %d", id)
+	}
+	if err != nil {
+		return err
+	}
+	if *doNotify {
+		if cfg.Notify.SlackURL() == "" {
+			return &config.Error{Key: "RECONCILER_SLACK_WEBHOOK_URL", Msg: "is not set", Hint: "--notify needs a chat webhook (or notify.slack_webhook_url_file)"}
+		}
+		notifier(cfg, db, metrics.New(), newLogger(cfg, stderr))(ctx, id)
+	}
+	return report.Render(out, rep, *format)
+}

@@ -1,0 +1,132 @@
+package main_test
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconciler/reconciler/internal/scenario"
+	"github.com/reconciler/reconciler/report"
+)
+
+// The report command renders past runs in every format, with items needing
+// a human first, and no personal data of the provider's objects in any.
+func TestReportCommandAllFormatsNoPersonalData(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	s := scenario.NewStripe(w.acct, w.now, scenario.Options{Payments: 150, Seed: 4, MissEvery: 7})
+	require.NoError(t, s.SeedLocal(context.Background(), w.db.DB, w.now))
+	r := cli(t, w.env, "run", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep report.Report
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	id := rep.Runs[0].ID
+	kinds := map[string]bool{}
+	for _, it := range rep.Runs[0].Items {
+		kinds[it.Kind] = true
+	}
+	for _, k := range []string{"missing_local", "behind", "conflict", "stale", "mismatch", "unknown_status"} {
+		require.True(t, kinds[k], "the scenario produces %s", k)
+	}
+	require.True(t, rep.Runs[0].Items[0].NeedsHuman(), "items needing a human come first")
+
+	// Personal data the fake put in its objects: customer names and e-mails.
+	pii := map[string]bool{}
+	emailRE := regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[a-z]{2,}`)
+	nameRE := regexp.MustCompile(`"(?:name|customer_name)":"([^"]+)"`)
+	for _, d := range s.Deliveries {
+		for _, m := range emailRE.FindAllString(string(d.Payload), -1) {
+			pii[m] = true
+		}
+		for _, m := range nameRE.FindAllStringSubmatch(string(d.Payload), -1) {
+			pii[m[1]] = true
+		}
+	}
+	require.NotEmpty(t, pii, "the fake's objects carry personal data to leak")
+
+	dir := t.TempDir()
+	for _, f := range report.Formats {
+		out := filepath.Join(dir, "report."+f)
+		r := cli(t, w.env, "report", "--run", itoa(id), "--format", f, "--output", out)
+		require.Equal(t, 0, r.code, r.stderr)
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		require.NotEmpty(t, b)
+		for p := range pii {
+			require.NotContains(t, string(b), p, "personal data in the %s report", f)
+		}
+		require.Contains(t, string(b), s.Conflict, f)
+	}
+	rows, err := csv.NewReader(mustOpen(t, filepath.Join(dir, "report.csv"))).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, rows, 1+len(rep.Runs[0].Items))
+	r = cli(t, w.env, "report", "--last", "--format", "md")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "## Run "+itoa(id))
+	r = cli(t, w.env, "report", "--history", "5", "--format", "html")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "<svg")
+	r = cli(t, w.env, "report", "--run", "999")
+	require.Equal(t, 2, r.code)
+	r = cli(t, w.env, "report")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "exactly one of")
+}
+
+func mustOpen(t *testing.T, p string) io.Reader {
+	f, err := os.Open(p)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// The summary reaches the chat exactly once across a receiver that answered
+// 500 first, the run, and a rerun of the delivery for the same run id.
+func TestNotificationExactlyOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	pi := w.acct.CreatePayment(100, "gbp", false, w.now.Add(-time.Hour))
+	w.acct.Capture(pi, w.now.Add(-time.Hour))
+	var mu sync.Mutex
+	var received []string
+	calls := 0
+	hook := httptestServer(t, func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			rw.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		received = append(received, string(b))
+		rw.WriteHeader(http.StatusOK)
+	})
+	env := w.with("RECONCILER_SLACK_WEBHOOK_URL", hook+"/services/T000/B000/SECRETwebhook")
+	r := cli(t, env, "run", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep report.Report
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	id := rep.Runs[0].ID
+	r2 := cli(t, env, "report", "--run", itoa(id), "--notify")
+	require.Equal(t, 0, r2.code, r2.stderr)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 2, calls, "one 500, one delivery; the rerun sent nothing")
+	require.Len(t, received, 1)
+	require.Contains(t, received[0], "repaired")
+	require.NotContains(t, r.stderr+r2.stderr, "SECRETwebhook")
+	var status string
+	require.NoError(t, w.db.Raw(`SELECT status FROM sent_notifications WHERE run_id = ?`, id).Scan(&status).Error)
+	require.Equal(t, "sent", status)
+}

@@ -1,0 +1,354 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/report"
+)
+
+// Defaults for Slack's zero fields.
+const (
+	DefaultChannel     = "slack"
+	DefaultMaxAttempts = 5
+	DefaultTimeout     = 10 * time.Second
+)
+
+// Backoff bounds: the wait before retry n is BackoffBase·2^(n-1), at most
+// BackoffMax; a 429's Retry-After is honoured up to RetryAfterMax.
+const (
+	BackoffBase   = time.Second
+	BackoffMax    = 30 * time.Second
+	RetryAfterMax = time.Minute
+)
+
+// Statuses of a sent_notifications row.
+const (
+	StatusPending = "pending"
+	StatusSent    = "sent"
+	StatusFailed  = "failed"
+)
+
+// ErrAttemptsExhausted is returned (wrapped) by Deliver when a run's
+// notification already failed MaxAttempts times: nothing is posted.
+var ErrAttemptsExhausted = errors.New("delivery attempts exhausted")
+
+// Slack posts a run's summary to a Slack incoming-webhook URL. The URL is a
+// secret: it never appears in logs, errors or sent_notifications.last_error.
+//
+// Attempts: MaxAttempts bounds the total number of HTTP POSTs for one
+// (run, channel) across every Deliver call. A Deliver that fails (a 4xx,
+// or retries used up) leaves the row failed with the POSTs it made counted
+// in attempts; a later Deliver (a rerun) tries again with the attempts that
+// remain, and returns ErrAttemptsExhausted without posting once none do.
+type Slack struct {
+	// URL is the incoming-webhook URL (secret).
+	URL string
+	// Channel is the sent_notifications channel name, default "slack".
+	Channel string
+	// Client posts the message; default: a 10s timeout, redirects not followed.
+	Client *http.Client
+	// MaxAttempts is the total POSTs allowed per (run, channel), default 5.
+	MaxAttempts int
+	// Sleep waits between retries; default a timer that ctx cancels. Tests inject.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Log receives one line per failed attempt and per delivery; default discards.
+	Log *slog.Logger
+	// ReportLink optionally returns a link or path to the full report; "" omits it.
+	ReportLink func(runID int64) string
+}
+
+func (s *Slack) channel() string {
+	if s.Channel == "" {
+		return DefaultChannel
+	}
+	return s.Channel
+}
+
+func (s *Slack) maxAttempts() int {
+	if s.MaxAttempts <= 0 {
+		return DefaultMaxAttempts
+	}
+	return s.MaxAttempts
+}
+
+func (s *Slack) client() *http.Client {
+	if s.Client != nil {
+		return s.Client
+	}
+	return &http.Client{
+		Timeout:       DefaultTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+func (s *Slack) logger() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}
+
+func (s *Slack) sleep(ctx context.Context, d time.Duration) error {
+	if s.Sleep != nil {
+		return s.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Deliver sends the run's summary at most once per (run, channel), even
+// when the job is retried or rerun, and reports whether this call sent it.
+//
+// In one transaction it inserts the row (ON CONFLICT (run_id, channel) DO
+// NOTHING), locks it with SELECT ... FOR UPDATE, which makes a concurrent
+// Deliver for the same run and channel wait until this one commits, and
+// returns (false, nil) if the row is already sent. Otherwise it POSTs while
+// holding the lock, retrying 5xx, 429 and network errors with exponential
+// backoff (never other 4xx), and records status sent with sent_at, or
+// failed with attempts and last_error, before committing.
+//
+// A failure is returned as an error for the caller to log and count; it
+// must never fail the run. If the POST succeeded but recording it failed,
+// Deliver returns (true, err): a rerun would then post again.
+func (s *Slack) Deliver(ctx context.Context, db *gorm.DB, r report.RunReport) (sent bool, err error) {
+	channel := s.channel()
+	log := s.logger().With("run_id", r.ID, "channel", channel)
+	if s.URL == "" {
+		return false, fmt.Errorf("notify: deliver run %d to %s: webhook URL is not set", r.ID, channel)
+	}
+	link := ""
+	if s.ReportLink != nil {
+		link = s.ReportLink(r.ID)
+	}
+	body, err := Message(r, link)
+	if err != nil {
+		return false, fmt.Errorf("notify: build message for run %d: %w", r.ID, err)
+	}
+
+	// The transaction outlives ctx so that a POST that succeeded is still
+	// recorded when ctx is cancelled meanwhile; the claim statements and
+	// the POST themselves do use ctx.
+	txCtx := context.WithoutCancel(ctx)
+	tx := db.WithContext(txCtx).Begin()
+	if tx.Error != nil {
+		return false, fmt.Errorf("notify: begin claim of run %d for %s: %w", r.ID, channel, tx.Error)
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			tx.Rollback()
+		}
+	}()
+	if err := tx.WithContext(ctx).Exec(`INSERT INTO sent_notifications (run_id, channel) VALUES (?, ?)
+		ON CONFLICT (run_id, channel) DO NOTHING`, r.ID, channel).Error; err != nil {
+		return false, fmt.Errorf("notify: claim run %d for %s: %w", r.ID, channel, err)
+	}
+	var row struct {
+		ID        int64
+		Status    string
+		Attempts  int
+		LastError *string
+	}
+	if err := tx.WithContext(ctx).Raw(`SELECT id, status, attempts, last_error FROM sent_notifications
+		WHERE run_id = ? AND channel = ? FOR UPDATE`, r.ID, channel).Scan(&row).Error; err != nil {
+		return false, fmt.Errorf("notify: lock notification of run %d for %s: %w", r.ID, channel, err)
+	}
+	if row.ID == 0 {
+		return false, fmt.Errorf("notify: notification row of run %d for %s vanished", r.ID, channel)
+	}
+	if row.Status == StatusSent {
+		finished = true
+		tx.Commit()
+		log.Debug("run summary already sent")
+		return false, nil
+	}
+	maxA := s.maxAttempts()
+	remaining := maxA - row.Attempts
+	if remaining <= 0 {
+		finished = true
+		tx.Commit()
+		last := ""
+		if row.LastError != nil {
+			last = "; last error: " + *row.LastError
+		}
+		return false, fmt.Errorf("notify: deliver run %d to %s: %w (%d of %d used%s)", r.ID, channel,
+			ErrAttemptsExhausted, row.Attempts, maxA, last)
+	}
+
+	tries, postErr := s.post(ctx, body, remaining, row.Attempts, maxA, log)
+
+	recCtx, cancel := context.WithTimeout(txCtx, DefaultTimeout)
+	defer cancel()
+	rec := tx.WithContext(recCtx)
+	var recErr error
+	if postErr == nil {
+		recErr = rec.Exec(`UPDATE sent_notifications SET status = ?, attempts = attempts + ?, sent_at = now(), last_error = NULL
+			WHERE id = ?`, StatusSent, tries, row.ID).Error
+	} else {
+		recErr = rec.Exec(`UPDATE sent_notifications SET status = ?, attempts = attempts + ?, last_error = ?
+			WHERE id = ?`, StatusFailed, tries, clip(postErr.Error(), 1000), row.ID).Error
+	}
+	finished = true
+	if recErr == nil {
+		recErr = tx.Commit().Error
+	} else {
+		tx.Rollback()
+	}
+
+	if postErr != nil {
+		err := fmt.Errorf("notify: deliver run %d to %s (attempt %d of %d): %w", r.ID, channel, row.Attempts+tries, maxA, postErr)
+		if recErr != nil {
+			err = errors.Join(err, fmt.Errorf("notify: record failure of run %d for %s: %w", r.ID, channel, recErr))
+		}
+		return false, err
+	}
+	if recErr != nil {
+		return true, fmt.Errorf("notify: run %d was posted to %s but recording it failed (a rerun would post again): %w", r.ID, channel, recErr)
+	}
+	log.Info("run summary sent", "attempts", row.Attempts+tries)
+	return true, nil
+}
+
+// post makes up to n POSTs, backing off between retryable failures, and
+// returns how many it made. prior and maxA only label log lines.
+func (s *Slack) post(ctx context.Context, body []byte, n, prior, maxA int, log *slog.Logger) (int, error) {
+	client := s.client()
+	for tries := 1; ; tries++ {
+		retry, wait, err := s.try(ctx, client, body)
+		if err == nil {
+			return tries, nil
+		}
+		retry = retry && tries < n && ctx.Err() == nil
+		log.Warn("run summary delivery attempt failed", "attempt", prior+tries, "max_attempts", maxA,
+			"error", err.Error(), "will_retry", retry)
+		if !retry {
+			return tries, err
+		}
+		if wait <= 0 {
+			wait = backoff(tries)
+		}
+		if serr := s.sleep(ctx, wait); serr != nil {
+			return tries, fmt.Errorf("%w (stopped waiting to retry: %w)", err, serr)
+		}
+	}
+}
+
+// try makes one POST and says whether a failure is worth retrying and, for
+// a 429 with Retry-After, how long to wait.
+func (s *Slack) try(ctx context.Context, client *http.Client, body []byte) (retry bool, wait time.Duration, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
+	if err != nil {
+		// The parse error quotes the URL: say only that it is invalid.
+		return false, 0, errors.New("invalid webhook URL")
+	}
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	resp, err := client.Do(req)
+	if err != nil {
+		return true, 0, s.netError(err)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return false, 0, nil
+	}
+	err = fmt.Errorf("slack answered %d %s", resp.StatusCode, s.redact(printable(string(snippet))))
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return true, retryAfter(resp.Header.Get("Retry-After")), err
+	case resp.StatusCode >= 500:
+		return true, 0, err
+	}
+	return false, 0, err
+}
+
+// redactedError is a transport error with the request URL removed; it
+// still unwraps to the cause for errors.Is (context.Canceled, timeouts).
+type redactedError struct {
+	msg   string
+	cause error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.cause }
+
+// netError drops the *url.Error wrapper, whose text quotes the URL, and
+// redacts the rest for good measure.
+func (s *Slack) netError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return &redactedError{msg: "post: " + s.redact(err.Error()), cause: err}
+}
+
+// redact removes the webhook URL, and its path and query on their own,
+// from msg.
+func (s *Slack) redact(msg string) string {
+	secrets := []string{s.URL}
+	if u, err := url.Parse(s.URL); err == nil {
+		secrets = append(secrets, u.Path, u.EscapedPath(), u.RawQuery)
+	}
+	for _, sec := range secrets {
+		if len(sec) > 1 {
+			msg = strings.ReplaceAll(msg, sec, "[redacted]")
+		}
+	}
+	return msg
+}
+
+func backoff(n int) time.Duration {
+	d := BackoffBase
+	for i := 1; i < n && d < BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, BackoffMax)
+}
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date); 0 when
+// absent or unreadable, at most RetryAfterMax.
+func retryAfter(h string) time.Duration {
+	if h == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && n > 0 {
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(h); err == nil {
+		d = time.Until(t)
+	}
+	if d <= 0 {
+		return 0
+	}
+	return min(d, RetryAfterMax)
+}
+
+// printable keeps a response body snippet to one line of printable text.
+func printable(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, s)
+	return clip(strings.TrimSpace(s), 200)
+}

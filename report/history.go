@@ -1,0 +1,71 @@
+package report
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/models"
+)
+
+// LoadHistory reads the last n finished runs (newest first in the
+// database, returned oldest first), optionally of one provider and account.
+func LoadHistory(ctx context.Context, db *gorm.DB, n int, provider, account string) ([]RunReport, error) {
+	q := db.WithContext(ctx).Where("status <> ?", models.RunRunning).Order("id DESC").Limit(n)
+	if provider != "" {
+		q = q.Where("provider = ? AND account = ?", provider, account)
+	}
+	var runs []models.Run
+	if err := q.Find(&runs).Error; err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	out := make([]RunReport, 0, len(runs))
+	for i := len(runs) - 1; i >= 0; i-- {
+		out = append(out, Summary(runs[i]))
+	}
+	return out, nil
+}
+
+// RenderHistory writes runs (oldest first) in format: a trend for finance.
+func RenderHistory(w io.Writer, runs []RunReport, format string) error {
+	switch format {
+	case "html":
+		return RenderHistoryHTML(w, runs)
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if runs == nil {
+			runs = []RunReport{}
+		}
+		return enc.Encode(map[string]any{"runs": runs})
+	case "csv":
+		cw := csv.NewWriter(w)
+		_ = cw.Write([]string{"run_id", "provider", "account", "window_start", "window_end", "status", "trigger", "dry_run",
+			"examined", "in_sync", "repaired", "refused", "reported", "synthetic_events", "events_read", "webhook_miss_ratio", "duration_seconds"})
+		for _, r := range runs {
+			_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.WindowStart.Format(time.RFC3339), r.WindowEnd.Format(time.RFC3339),
+				r.Status, r.Trigger, fmt.Sprint(r.DryRun), fmt.Sprint(r.Examined), fmt.Sprint(r.InSync), fmt.Sprint(r.Repaired),
+				fmt.Sprint(r.Refused), fmt.Sprint(r.Reported), fmt.Sprint(r.SyntheticEvents), fmt.Sprint(r.EventsRead),
+				fmt.Sprintf("%.6f", r.WebhookMissRatio), fmt.Sprintf("%.3f", r.DurationSeconds)})
+		}
+		cw.Flush()
+		return cw.Error()
+	case "md":
+		fmt.Fprintf(w, "| run | provider | account | window start | status | examined | repaired | refused | reported | miss ratio |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range runs {
+			acct := r.Account
+			if acct == "" {
+				acct = "platform"
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %d | %d | %d | %d | %.2f%% |\n", r.ID, r.Provider, mdCell(acct),
+				r.WindowStart.Format(time.RFC3339), r.Status, r.Examined, r.Repaired, r.Refused, r.Reported, 100*r.WebhookMissRatio)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown report format %q", format)
+}
