@@ -76,6 +76,8 @@ type Database struct {
 	// ${DATABASE_URL} reference here: a literal password belongs in a Secret.
 	URL          string `yaml:"url"`
 	MaxOpenConns int    `yaml:"max_open_conns"`
+	// SQLitePath is the embedded store's file, used when no URL is set.
+	SQLitePath string `yaml:"sqlite_path"`
 	// AutoMigrate applies pending migrations before every run.
 	AutoMigrate bool `yaml:"auto_migrate"`
 }
@@ -178,7 +180,7 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // Default returns the configuration used when nothing is set.
 func Default() Config {
 	return Config{
-		Database: Database{MaxOpenConns: 10, AutoMigrate: true},
+		Database: Database{MaxOpenConns: 10, AutoMigrate: true, SQLitePath: "reconciler.db"},
 		Run: Run{
 			Window: Duration(24 * time.Hour), Overlap: Duration(time.Hour), BatchSize: 1000,
 			StuckAfter: Duration(72 * time.Hour), StuckLimit: 100, ShutdownGrace: Duration(25 * time.Second),
@@ -328,6 +330,9 @@ func expand(n *yaml.Node, getenv func(string) string) {
 func (c Config) Validate() error {
 	if strings.Contains(c.Database.URL, "${") {
 		return &Error{Key: "database.url", Msg: "refers to an unset environment variable", Hint: "set DATABASE_URL"}
+	}
+	if c.Database.URL == "" && c.Database.SQLitePath == "" {
+		return &Error{Key: "database.sqlite_path", Msg: "is empty and no database URL is set", Hint: "set DATABASE_URL, or name a file for the embedded store"}
 	}
 	if c.Database.MaxOpenConns < 2 {
 		return &Error{Key: "database.max_open_conns", Msg: fmt.Sprintf("%d is too small", c.Database.MaxOpenConns), Hint: "use at least 2: one connection holds the run lock"}

@@ -11,8 +11,11 @@ import (
 	"gorm.io/gorm"
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations_sqlite/*.sql
 var migrationFS embed.FS
+
+// SQLite reports whether db is the embedded SQLite store (else PostgreSQL).
+func SQLite(db *gorm.DB) bool { return db.Dialector.Name() == "sqlite" }
 
 // Migration is one embedded schema change, applied at most once.
 type Migration struct {
@@ -20,9 +23,18 @@ type Migration struct {
 	SQL     string
 }
 
-// Migrations returns the embedded migrations in the order they apply.
-func Migrations() []Migration {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+// Migrations returns the embedded PostgreSQL migrations in the order they apply.
+func Migrations() []Migration { return migrations("migrations") }
+
+func migrationsFor(db *gorm.DB) []Migration {
+	if SQLite(db) {
+		return migrations("migrations_sqlite")
+	}
+	return migrations("migrations")
+}
+
+func migrations(dir string) []Migration {
+	names, err := fs.Glob(migrationFS, dir+"/*.sql")
 	if err != nil {
 		panic(err) // the pattern is constant
 	}
@@ -33,7 +45,7 @@ func Migrations() []Migration {
 		if err != nil {
 			panic(err)
 		}
-		v := strings.TrimSuffix(strings.TrimPrefix(n, "migrations/"), ".sql")
+		v := strings.TrimSuffix(strings.TrimPrefix(n, dir+"/"), ".sql")
 		out = append(out, Migration{Version: v, SQL: string(b)})
 	}
 	return out
@@ -49,15 +61,17 @@ const migrationLockKey = 0x7265636f6e63 // "reconc"
 func Migrate(ctx context.Context, db *gorm.DB) ([]string, error) {
 	if err := db.WithContext(ctx).Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
 		version text PRIMARY KEY,
-		applied_at timestamptz NOT NULL DEFAULT now())`).Error; err != nil {
+		applied_at timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP)`).Error; err != nil {
 		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
 	var applied []string
-	for _, m := range Migrations() {
+	for _, m := range migrationsFor(db) {
 		done := false
 		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, migrationLockKey).Error; err != nil {
-				return err
+			if !SQLite(db) { // SQLite serialises writers itself
+				if err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, migrationLockKey).Error; err != nil {
+					return err
+				}
 			}
 			var n int64
 			if err := tx.Raw(`SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n).Error; err != nil {
@@ -93,7 +107,7 @@ func Pending(ctx context.Context, db *gorm.DB) ([]string, error) {
 		seen[v] = true
 	}
 	var pending []string
-	for _, m := range Migrations() {
+	for _, m := range migrationsFor(db) {
 		if !seen[m.Version] {
 			pending = append(pending, m.Version)
 		}

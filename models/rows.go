@@ -1,9 +1,50 @@
 package models
 
 import (
-	"encoding/json"
+	"database/sql/driver"
+	"fmt"
 	"time"
 )
+
+// JSON is a JSON document in a jsonb (PostgreSQL) or text (SQLite) column.
+type JSON []byte
+
+// Scan implements sql.Scanner for both stores.
+func (j *JSON) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		*j = nil
+	case []byte:
+		*j = append(JSON(nil), x...)
+	case string:
+		*j = JSON(x)
+	default:
+		return fmt.Errorf("models.JSON: cannot scan %T", v)
+	}
+	return nil
+}
+
+// Value implements driver.Valuer.
+func (j JSON) Value() (driver.Value, error) {
+	if j == nil {
+		return nil, nil
+	}
+	return string(j), nil
+}
+
+// MarshalJSON writes the document as it is.
+func (j JSON) MarshalJSON() ([]byte, error) {
+	if len(j) == 0 {
+		return []byte("null"), nil
+	}
+	return j, nil
+}
+
+// UnmarshalJSON keeps the document as it is.
+func (j *JSON) UnmarshalJSON(b []byte) error {
+	*j = append(JSON(nil), b...)
+	return nil
+}
 
 // Payment is a row of payments: the local state machine of one payment.
 type Payment struct {
@@ -29,7 +70,7 @@ type WebhookEvent struct {
 	Source      string
 	EventID     string
 	EventType   string
-	Payload     json.RawMessage `gorm:"type:jsonb"`
+	Payload     JSON `gorm:"type:jsonb"`
 	ReceivedAt  time.Time       `gorm:"<-:false"`
 	ClaimedAt   *time.Time
 	ProcessedAt *time.Time
@@ -81,7 +122,7 @@ type Run struct {
 	APIRequests     int64
 	EventsRead      int64
 	Error           *string
-	Notes           json.RawMessage `gorm:"type:jsonb"`
+	Notes           JSON `gorm:"type:jsonb"`
 }
 
 // TableName pins the contract's table name.
@@ -115,7 +156,7 @@ type DriftItem struct {
 	Action        string
 	LocalState    *string
 	ProviderState *string
-	Detail        json.RawMessage `gorm:"type:jsonb"`
+	Detail        JSON `gorm:"type:jsonb"`
 	CreatedAt     time.Time       `gorm:"<-:false"`
 }
 

@@ -104,7 +104,7 @@ func newRun(t *testing.T, db *gorm.DB) report.RunReport {
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	run := models.Run{Provider: "stripe", Account: "acct_1", WindowStart: start, WindowEnd: start.Add(24 * time.Hour),
 		StartedAt: start.Add(25 * time.Hour), Status: "succeeded", Trigger: "schedule", Examined: 10, Refused: 1,
-		Notes: json.RawMessage(`{}`)}
+		Notes: models.JSON(`{}`)}
 	require.NoError(t, db.Create(&run).Error)
 	rr := report.Summary(run)
 	rr.Items = []report.Item{{ProviderID: "pi_1", Kind: models.KindConflict, Action: models.ActionRefused,

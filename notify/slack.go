@@ -16,6 +16,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/report"
 )
 
@@ -169,7 +170,7 @@ func (s *Slack) Deliver(ctx context.Context, db *gorm.DB, r report.RunReport) (s
 		LastError *string
 	}
 	if err := tx.WithContext(ctx).Raw(`SELECT id, status, attempts, last_error FROM sent_notifications
-		WHERE run_id = ? AND channel = ? FOR UPDATE`, r.ID, channel).Scan(&row).Error; err != nil {
+		WHERE run_id = ? AND channel = ?`+forUpdate(db), r.ID, channel).Scan(&row).Error; err != nil {
 		return false, fmt.Errorf("notify: lock notification of run %d for %s: %w", r.ID, channel, err)
 	}
 	if row.ID == 0 {
@@ -351,4 +352,14 @@ func printable(s string) string {
 		return ' '
 	}, s)
 	return clip(strings.TrimSpace(s), 200)
+}
+
+// forUpdate locks the claimed row on PostgreSQL; on the embedded SQLite
+// store every write transaction already holds the database's write lock
+// from BEGIN (dbopen opens it with _txlock=immediate).
+func forUpdate(db *gorm.DB) string {
+	if models.SQLite(db) {
+		return ""
+	}
+	return " FOR UPDATE"
 }

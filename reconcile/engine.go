@@ -145,7 +145,7 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 	o.defaults()
 	provider := o.Provider.Name()
 	log := o.Logger.With("provider", provider, "account", o.Account)
-	h = &Handle{o: o, st: &store{db: o.DB}, log: log, start: time.Now()}
+	h = &Handle{o: o, st: newStore(o.DB), log: log, start: time.Now()}
 	if !o.SkipLock {
 		deadline := time.Now().Add(o.LockWait)
 		for {
@@ -381,9 +381,13 @@ func (e *engine) stuck(ctx context.Context, now time.Time) error {
 		cutoff = e.o.StuckBefore(now)
 	}
 	var ids []string
+	older := "source_updated_at < ?"
+	if e.st.sqlite {
+		older = "julianday(source_updated_at) < julianday(?)"
+	}
 	err := e.o.DB.WithContext(ctx).Model(&models.Payment{}).
-		Where("provider = ? AND account = ? AND state IN ? AND source_updated_at < ?",
-			e.o.Provider.Name(), e.o.Account, []string{"created", "authorised", "captured"}, cutoff).
+		Where("provider = ? AND account = ? AND state IN ? AND "+older,
+			e.o.Provider.Name(), e.o.Account, []string{"created", "authorised", "captured"}, cutoff.UTC()).
 		Order("source_updated_at").Limit(e.o.StuckLimit).Pluck("provider_id", &ids).Error
 	if err != nil || len(ids) == 0 {
 		return err

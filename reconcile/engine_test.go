@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"slices"
 	"sync"
 	"testing"
@@ -31,14 +33,29 @@ type env struct {
 	url  string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvOn(t, "postgres") }
+
+// newEnvOn makes an environment on the named store: "postgres" or "sqlite".
+func newEnvOn(t *testing.T, store string) *env {
 	t.Helper()
 	t.Parallel()
-	db := pgtest.New(t)
+	var db *pgtest.DB
+	if store == "sqlite" {
+		db = pgtest.NewSQLite(t)
+	} else {
+		db = pgtest.New(t)
+	}
 	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 42})
 	url := fake.Start()
 	t.Cleanup(fake.Close)
 	return &env{t: t, db: db, fake: fake, acct: fake.Account(""), url: url}
+}
+
+// stores runs a scenario test on PostgreSQL and on the embedded SQLite store.
+func stores(t *testing.T, f func(t *testing.T, e *env)) {
+	for _, name := range []string{"postgres", "sqlite"} {
+		t.Run(name, func(t *testing.T) { f(t, newEnvOn(t, name)) })
+	}
 }
 
 func (e *env) provider() *stripe.Provider {
@@ -142,179 +159,187 @@ func joinComma(s []string) string {
 }
 
 func TestMissingLocal(t *testing.T) {
-	e := newEnv(t)
-	pi := e.acct.CreatePayment(2500, "gbp", false, at(-3))
-	e.acct.Capture(pi, at(-3).Add(time.Minute))
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.acct.CreatePayment(2500, "gbp", false, at(-3))
+		e.acct.Capture(pi, at(-3).Add(time.Minute))
 
-	res := e.run(nil)
-	p := e.payment(pi)
-	require.Equal(t, models.StateCaptured, p.State)
-	require.Equal(t, int64(2500), p.Amount)
-	require.Equal(t, "gbp", p.Currency)
-	require.True(t, p.SourceUpdatedAt.Equal(at(-3).Add(time.Minute)), "source_updated_at is the provider's time, got %v", p.SourceUpdatedAt)
-	require.Equal(t, []string{"missing_local/repaired"}, itemKinds(e.items(res.Run.ID)))
-	require.Equal(t, int64(2), res.Run.SyntheticEvents) // payment_intent.created and .succeeded
-	var ev models.WebhookEvent
-	require.NoError(t, e.db.Where("synthetic").First(&ev).Error)
-	require.Equal(t, res.Run.ID, *ev.RunID)
-	require.NotNil(t, ev.ProcessedAt)
-	require.Contains(t, string(ev.Payload), pi)
+		res := e.run(nil)
+		p := e.payment(pi)
+		require.Equal(t, models.StateCaptured, p.State)
+		require.Equal(t, int64(2500), p.Amount)
+		require.Equal(t, "gbp", p.Currency)
+		require.True(t, p.SourceUpdatedAt.Equal(at(-3).Add(time.Minute)), "source_updated_at is the provider's time, got %v", p.SourceUpdatedAt)
+		require.Equal(t, []string{"missing_local/repaired"}, itemKinds(e.items(res.Run.ID)))
+		require.Equal(t, int64(2), res.Run.SyntheticEvents) // payment_intent.created and .succeeded
+		var ev models.WebhookEvent
+		require.NoError(t, e.db.Where("synthetic").First(&ev).Error)
+		require.Equal(t, res.Run.ID, *ev.RunID)
+		require.NotNil(t, ev.ProcessedAt)
+		require.Contains(t, string(ev.Payload), pi)
+	})
 }
 
 func TestBehindAndRerunChangesNothing(t *testing.T) {
-	e := newEnv(t)
-	pi := e.acct.CreatePayment(1000, "gbp", true, at(-5))
-	e.acct.Authorise(pi, at(-5).Add(time.Minute))
-	e.acct.Capture(pi, at(-2))
-	e.deliver(deliverTypes("payment_intent.created", "payment_intent.amount_capturable_updated"))
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.acct.CreatePayment(1000, "gbp", true, at(-5))
+		e.acct.Authorise(pi, at(-5).Add(time.Minute))
+		e.acct.Capture(pi, at(-2))
+		e.deliver(deliverTypes("payment_intent.created", "payment_intent.amount_capturable_updated"))
 
-	res := e.run(nil)
-	require.Equal(t, models.StateCaptured, e.payment(pi).State)
-	items := e.items(res.Run.ID)
-	require.Equal(t, []string{"behind/repaired"}, itemKinds(items))
-	require.Equal(t, "authorised", *items[0].LocalState)
-	require.Equal(t, "captured", *items[0].ProviderState)
-	// payment_intent.succeeded and charge.captured were missed.
-	require.Equal(t, int64(2), res.Run.SyntheticEvents)
+		res := e.run(nil)
+		require.Equal(t, models.StateCaptured, e.payment(pi).State)
+		items := e.items(res.Run.ID)
+		require.Equal(t, []string{"behind/repaired"}, itemKinds(items))
+		require.Equal(t, "authorised", *items[0].LocalState)
+		require.Equal(t, "captured", *items[0].ProviderState)
+		// payment_intent.succeeded and charge.captured were missed.
+		require.Equal(t, int64(2), res.Run.SyntheticEvents)
 
-	before := e.payment(pi)
-	res2 := e.run(nil)
-	require.Zero(t, res2.Run.Repaired)
-	require.Zero(t, res2.Run.SyntheticEvents)
-	require.Empty(t, e.items(res2.Run.ID))
-	after := e.payment(pi)
-	require.Equal(t, before.UpdatedAt, after.UpdatedAt, "a rerun must not touch the row")
+		before := e.payment(pi)
+		res2 := e.run(nil)
+		require.Zero(t, res2.Run.Repaired)
+		require.Zero(t, res2.Run.SyntheticEvents)
+		require.Empty(t, e.items(res2.Run.ID))
+		after := e.payment(pi)
+		require.Equal(t, before.UpdatedAt, after.UpdatedAt, "a rerun must not touch the row")
+	})
 }
 
 func TestConflictLocalTerminal(t *testing.T) {
-	e := newEnv(t)
-	pi := e.acct.CreatePayment(1000, "gbp", false, at(-4))
-	e.acct.Capture(pi, at(-3))
-	require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'canceled', 1000, 'gbp', ?)`, pi, at(-3.5)).Error)
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.acct.CreatePayment(1000, "gbp", false, at(-4))
+		e.acct.Capture(pi, at(-3))
+		require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'canceled', 1000, 'gbp', ?)`, pi, at(-3.5)).Error)
 
-	res := e.run(nil)
-	require.Equal(t, models.StateCanceled, e.payment(pi).State, "never moved off a terminal state")
-	items := e.items(res.Run.ID)
-	require.Equal(t, []string{"conflict/refused"}, itemKinds(items))
-	require.Equal(t, "canceled", *items[0].LocalState)
-	require.Equal(t, "captured", *items[0].ProviderState)
-	require.Equal(t, int64(1), res.Run.Refused)
+		res := e.run(nil)
+		require.Equal(t, models.StateCanceled, e.payment(pi).State, "never moved off a terminal state")
+		items := e.items(res.Run.ID)
+		require.Equal(t, []string{"conflict/refused"}, itemKinds(items))
+		require.Equal(t, "canceled", *items[0].LocalState)
+		require.Equal(t, "captured", *items[0].ProviderState)
+		require.Equal(t, int64(1), res.Run.Refused)
+	})
 }
 
 func TestStaleRefusedByTimeGuard(t *testing.T) {
-	e := newEnv(t)
-	pi := e.acct.CreatePayment(1000, "gbp", false, at(-6))
-	e.acct.Capture(pi, at(-6).Add(time.Minute))
-	e.acct.Refund(pi, 1000, at(-4))
-	// Someone recorded a settlement at a later provider time than the refund.
-	require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'settled', 1000, 'gbp', ?)`, pi, at(-2)).Error)
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.acct.CreatePayment(1000, "gbp", false, at(-6))
+		e.acct.Capture(pi, at(-6).Add(time.Minute))
+		e.acct.Refund(pi, 1000, at(-4))
+		// Someone recorded a settlement at a later provider time than the refund.
+		require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'settled', 1000, 'gbp', ?)`, pi, at(-2)).Error)
 
-	res := e.run(nil)
-	p := e.payment(pi)
-	require.Equal(t, models.StateSettled, p.State)
-	require.True(t, p.SourceUpdatedAt.Equal(at(-2)))
-	require.Equal(t, []string{"stale/refused"}, itemKinds(e.items(res.Run.ID)))
+		res := e.run(nil)
+		p := e.payment(pi)
+		require.Equal(t, models.StateSettled, p.State)
+		require.True(t, p.SourceUpdatedAt.Equal(at(-2)))
+		require.Equal(t, []string{"stale/refused"}, itemKinds(e.items(res.Run.ID)))
+	})
 }
 
 func TestMismatchReportedStateStillMoves(t *testing.T) {
-	e := newEnv(t)
-	pi := e.acct.CreatePayment(1000, "gbp", false, at(-4))
-	e.acct.Capture(pi, at(-3))
-	require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'created', 999, 'eur', ?)`, pi, at(-4)).Error)
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.acct.CreatePayment(1000, "gbp", false, at(-4))
+		e.acct.Capture(pi, at(-3))
+		require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'created', 999, 'eur', ?)`, pi, at(-4)).Error)
 
-	res := e.run(nil)
-	p := e.payment(pi)
-	require.Equal(t, models.StateCaptured, p.State)
-	require.Equal(t, int64(999), p.Amount, "amounts are reported, never changed")
-	require.Equal(t, "eur", p.Currency)
-	require.ElementsMatch(t, []string{"mismatch/reported", "behind/repaired"}, itemKinds(e.items(res.Run.ID)))
+		res := e.run(nil)
+		p := e.payment(pi)
+		require.Equal(t, models.StateCaptured, p.State)
+		require.Equal(t, int64(999), p.Amount, "amounts are reported, never changed")
+		require.Equal(t, "eur", p.Currency)
+		require.ElementsMatch(t, []string{"mismatch/reported", "behind/repaired"}, itemKinds(e.items(res.Run.ID)))
+	})
 }
 
 func TestUnknownStatusReported(t *testing.T) {
-	e := newEnv(t)
-	pi := e.acct.CreatePayment(1000, "gbp", true, at(-4))
-	e.acct.Authorise(pi, at(-4).Add(time.Minute))
-	e.deliver(func(int, webhooksim.Delivery) bool { return true })
-	e.acct.SetRawStatus(pi, "requires_reauthorization", "payment_intent.processing", at(-2))
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.acct.CreatePayment(1000, "gbp", true, at(-4))
+		e.acct.Authorise(pi, at(-4).Add(time.Minute))
+		e.deliver(func(int, webhooksim.Delivery) bool { return true })
+		e.acct.SetRawStatus(pi, "requires_reauthorization", "payment_intent.processing", at(-2))
 
-	res := e.run(nil)
-	require.Equal(t, models.StateAuthorised, e.payment(pi).State, "an unknown status is never guessed")
-	items := e.items(res.Run.ID)
-	require.Equal(t, []string{"unknown_status/reported"}, itemKinds(items))
-	require.Equal(t, "requires_reauthorization", *items[0].ProviderState)
+		res := e.run(nil)
+		require.Equal(t, models.StateAuthorised, e.payment(pi).State, "an unknown status is never guessed")
+		items := e.items(res.Run.ID)
+		require.Equal(t, []string{"unknown_status/reported"}, itemKinds(items))
+		require.Equal(t, "requires_reauthorization", *items[0].ProviderState)
+	})
 }
 
 func TestStripeTrapsAndChargeback(t *testing.T) {
-	e := newEnv(t)
-	// Canceling an authorisation marks its charge refunded: still canceled, 0 refunded.
-	canceled := e.acct.CreatePayment(1000, "gbp", true, at(-10))
-	e.acct.Authorise(canceled, at(-10).Add(time.Minute))
-	e.acct.Cancel(canceled, at(-9))
-	// A failed attempt is not final on Stripe.
-	retried := e.acct.CreatePayment(700, "gbp", false, at(-10))
-	e.acct.FailAttempt(retried, at(-10).Add(time.Minute))
-	// Refund, then the payout sweeping it: ends refunded.
-	refunded := e.acct.CreatePayment(1200, "gbp", false, at(-20))
-	e.acct.Capture(refunded, at(-20).Add(time.Minute))
-	e.acct.Refund(refunded, 1200, at(-8))
-	e.acct.Payout(at(-7), refunded)
-	// Partial refund, a lost dispute.
-	partial := e.acct.CreatePayment(2000, "gbp", false, at(-20))
-	e.acct.Capture(partial, at(-20).Add(time.Minute))
-	e.acct.Refund(partial, 500, at(-6))
-	disputed := e.acct.CreatePayment(3000, "gbp", false, at(-20))
-	e.acct.Capture(disputed, at(-20).Add(time.Minute))
-	dp := e.acct.Dispute(disputed, at(-5))
-	e.acct.CloseDispute(dp, "lost", at(-4))
+	stores(t, func(t *testing.T, e *env) {
+		// Canceling an authorisation marks its charge refunded: still canceled, 0 refunded.
+		canceled := e.acct.CreatePayment(1000, "gbp", true, at(-10))
+		e.acct.Authorise(canceled, at(-10).Add(time.Minute))
+		e.acct.Cancel(canceled, at(-9))
+		// A failed attempt is not final on Stripe.
+		retried := e.acct.CreatePayment(700, "gbp", false, at(-10))
+		e.acct.FailAttempt(retried, at(-10).Add(time.Minute))
+		// Refund, then the payout sweeping it: ends refunded.
+		refunded := e.acct.CreatePayment(1200, "gbp", false, at(-20))
+		e.acct.Capture(refunded, at(-20).Add(time.Minute))
+		e.acct.Refund(refunded, 1200, at(-8))
+		e.acct.Payout(at(-7), refunded)
+		// Partial refund, a lost dispute.
+		partial := e.acct.CreatePayment(2000, "gbp", false, at(-20))
+		e.acct.Capture(partial, at(-20).Add(time.Minute))
+		e.acct.Refund(partial, 500, at(-6))
+		disputed := e.acct.CreatePayment(3000, "gbp", false, at(-20))
+		e.acct.Capture(disputed, at(-20).Add(time.Minute))
+		dp := e.acct.Dispute(disputed, at(-5))
+		e.acct.CloseDispute(dp, "lost", at(-4))
 
-	res := e.run(func(o *reconcile.Options) { o.Since = at(-24) })
-	got := func(id string) (models.State, int64) { p := e.payment(id); return p.State, p.AmountRefunded }
-	s, r := got(canceled)
-	require.Equal(t, models.StateCanceled, s)
-	require.Zero(t, r)
-	s, _ = got(retried)
-	require.Equal(t, models.StateCreated, s)
-	s, r = got(refunded)
-	require.Equal(t, models.StateRefunded, s)
-	require.Equal(t, int64(1200), r)
-	s, r = got(partial)
-	require.Equal(t, models.StateCaptured, s)
-	require.Equal(t, int64(500), r)
-	s, _ = got(disputed)
-	require.Equal(t, models.StateChargeback, s)
-	for id, want := range e.acct.ExpectedAt(now) {
-		p := e.payment(id)
-		require.Equal(t, want.State, p.State, id)
-		require.Equal(t, want.AmountRefunded, p.AmountRefunded, id)
-	}
-	require.Zero(t, res.Run.Refused)
+		res := e.run(func(o *reconcile.Options) { o.Since = at(-24) })
+		got := func(id string) (models.State, int64) { p := e.payment(id); return p.State, p.AmountRefunded }
+		s, r := got(canceled)
+		require.Equal(t, models.StateCanceled, s)
+		require.Zero(t, r)
+		s, _ = got(retried)
+		require.Equal(t, models.StateCreated, s)
+		s, r = got(refunded)
+		require.Equal(t, models.StateRefunded, s)
+		require.Equal(t, int64(1200), r)
+		s, r = got(partial)
+		require.Equal(t, models.StateCaptured, s)
+		require.Equal(t, int64(500), r)
+		s, _ = got(disputed)
+		require.Equal(t, models.StateChargeback, s)
+		for id, want := range e.acct.ExpectedAt(now) {
+			p := e.payment(id)
+			require.Equal(t, want.State, p.State, id)
+			require.Equal(t, want.AmountRefunded, p.AmountRefunded, id)
+		}
+		require.Zero(t, res.Run.Refused)
+	})
 }
 
 func TestDuplicateAndShuffledDeliveriesConverge(t *testing.T) {
-	e := newEnv(t)
-	e.acct.Generate(stripefake.GenOptions{Payments: 300, Start: at(-20), End: at(-1), Seed: 7})
-	ds := webhooksim.Stripe(e.acct.Deliveries())
-	rng := rand.New(rand.NewPCG(1, 2))
-	// Webhooks arrive shuffled, some twice, a fifth never.
-	var shuffled []webhooksim.Delivery
-	for _, d := range ds {
-		if rng.IntN(5) == 0 {
-			continue
-		}
-		shuffled = append(shuffled, d)
-		if rng.IntN(4) == 0 {
+	stores(t, func(t *testing.T, e *env) {
+		e.acct.Generate(stripefake.GenOptions{Payments: 300, Start: at(-20), End: at(-1), Seed: 7})
+		ds := webhooksim.Stripe(e.acct.Deliveries())
+		rng := rand.New(rand.NewPCG(1, 2))
+		// Webhooks arrive shuffled, some twice, a fifth never.
+		var shuffled []webhooksim.Delivery
+		for _, d := range ds {
+			if rng.IntN(5) == 0 {
+				continue
+			}
 			shuffled = append(shuffled, d)
+			if rng.IntN(4) == 0 {
+				shuffled = append(shuffled, d)
+			}
 		}
-	}
-	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	for _, d := range shuffled {
-		require.NoError(t, webhooksim.Apply(context.Background(), e.db.DB, "stripe", d))
-	}
-	res := e.run(nil)
-	e.assertConverged(res.Run.ID)
-	res2 := e.run(nil)
-	require.Zero(t, res2.Run.Repaired)
-	require.Zero(t, res2.Run.SyntheticEvents)
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		for _, d := range shuffled {
+			require.NoError(t, webhooksim.Apply(context.Background(), e.db.DB, "stripe", d))
+		}
+		res := e.run(nil)
+		e.assertConverged(res.Run.ID)
+		res2 := e.run(nil)
+		require.Zero(t, res2.Run.Repaired)
+		require.Zero(t, res2.Run.SyntheticEvents)
+	})
 }
 
 // assertConverged: every payment is in the state the provider implies, or a
@@ -415,42 +440,44 @@ func TestTwentyConcurrentRunsAndARacingWriter(t *testing.T) {
 }
 
 func TestSurvives429And500(t *testing.T) {
-	e := newEnv(t)
-	e.acct.Generate(stripefake.GenOptions{Payments: 200, Start: at(-20), End: at(-1), Seed: 5})
-	e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%3 != 0 })
-	e.fake.FailNext(500, 3)
-	e.fake.SetFailureRate(429, 0.4)
-	res := e.run(func(o *reconcile.Options) { o.BatchSize = 40 })
-	e.fake.SetFailureRate(429, 0)
-	by := e.fake.RequestsByStatus()
-	require.Greater(t, by[429], int64(5), "the storm happened")
-	require.Equal(t, int64(3), by[500])
-	e.assertConverged(res.Run.ID)
-	require.Equal(t, e.fake.Requests(), res.Run.APIRequests, "every request, retries included, is counted")
+	stores(t, func(t *testing.T, e *env) {
+		e.acct.Generate(stripefake.GenOptions{Payments: 200, Start: at(-20), End: at(-1), Seed: 5})
+		e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%3 != 0 })
+		e.fake.FailNext(500, 3)
+		e.fake.SetFailureRate(429, 0.4)
+		res := e.run(func(o *reconcile.Options) { o.BatchSize = 40 })
+		e.fake.SetFailureRate(429, 0)
+		by := e.fake.RequestsByStatus()
+		require.Greater(t, by[429], int64(5), "the storm happened")
+		require.Equal(t, int64(3), by[500])
+		e.assertConverged(res.Run.ID)
+		require.Equal(t, e.fake.Requests(), res.Run.APIRequests, "every request, retries included, is counted")
+	})
 }
 
 func TestDryRunWritesOnlyRunAndItems(t *testing.T) {
-	e := newEnv(t)
-	e.acct.Generate(stripefake.GenOptions{Payments: 100, Start: at(-20), End: at(-1), Seed: 9})
-	e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%4 != 0 })
-	var before []models.Payment
-	require.NoError(t, e.db.Order("id").Find(&before).Error)
-	var evBefore int64
-	require.NoError(t, e.db.Model(&models.WebhookEvent{}).Count(&evBefore).Error)
+	stores(t, func(t *testing.T, e *env) {
+		e.acct.Generate(stripefake.GenOptions{Payments: 100, Start: at(-20), End: at(-1), Seed: 9})
+		e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%4 != 0 })
+		var before []models.Payment
+		require.NoError(t, e.db.Order("id").Find(&before).Error)
+		var evBefore int64
+		require.NoError(t, e.db.Model(&models.WebhookEvent{}).Count(&evBefore).Error)
 
-	dry := e.run(func(o *reconcile.Options) { o.DryRun = true })
-	var after []models.Payment
-	require.NoError(t, e.db.Order("id").Find(&after).Error)
-	require.Equal(t, before, after)
-	var evAfter int64
-	require.NoError(t, e.db.Model(&models.WebhookEvent{}).Count(&evAfter).Error)
-	require.Equal(t, evBefore, evAfter)
-	require.Positive(t, dry.Run.Repaired)
+		dry := e.run(func(o *reconcile.Options) { o.DryRun = true })
+		var after []models.Payment
+		require.NoError(t, e.db.Order("id").Find(&after).Error)
+		require.Equal(t, before, after)
+		var evAfter int64
+		require.NoError(t, e.db.Model(&models.WebhookEvent{}).Count(&evAfter).Error)
+		require.Equal(t, evBefore, evAfter)
+		require.Positive(t, dry.Run.Repaired)
 
-	real := e.run(nil)
-	require.Equal(t, dry.Run.Repaired, real.Run.Repaired, "the dry run predicts the real one")
-	require.Equal(t, dry.Run.SyntheticEvents, real.Run.SyntheticEvents)
-	require.ElementsMatch(t, itemKinds(e.items(dry.Run.ID)), itemKinds(e.items(real.Run.ID)))
+		real := e.run(nil)
+		require.Equal(t, dry.Run.Repaired, real.Run.Repaired, "the dry run predicts the real one")
+		require.Equal(t, dry.Run.SyntheticEvents, real.Run.SyntheticEvents)
+		require.ElementsMatch(t, itemKinds(e.items(dry.Run.ID)), itemKinds(e.items(real.Run.ID)))
+	})
 }
 
 func TestLockAndInterruptedBookkeeping(t *testing.T) {
@@ -481,72 +508,105 @@ func TestLockAndInterruptedBookkeeping(t *testing.T) {
 }
 
 func TestCanceledContextRecordsInterrupted(t *testing.T) {
-	e := newEnv(t)
-	e.acct.Generate(stripefake.GenOptions{Payments: 300, Start: at(-20), End: at(-1), Seed: 13})
-	ctx, cancel := context.WithCancel(context.Background())
-	batches := 0
-	res, err := reconcile.Run(ctx, reconcile.Options{DB: e.db.DB, Provider: e.provider(), Now: func() time.Time { return now },
-		BatchSize: 50, StuckLimit: -1, Progress: func(reconcile.Progress) {
-			batches++
-			if batches == 2 {
-				cancel()
-			}
-		}})
-	require.ErrorIs(t, err, reconcile.ErrInterrupted)
-	require.Equal(t, models.RunInterrupted, res.Run.Status)
-	require.Positive(t, res.Run.Examined, "the batches before the signal were written")
-	// The next run completes the window and converges.
-	res2 := e.run(nil)
-	e.assertConverged(res.Run.ID, res2.Run.ID)
+	stores(t, func(t *testing.T, e *env) {
+		e.acct.Generate(stripefake.GenOptions{Payments: 300, Start: at(-20), End: at(-1), Seed: 13})
+		ctx, cancel := context.WithCancel(context.Background())
+		batches := 0
+		res, err := reconcile.Run(ctx, reconcile.Options{DB: e.db.DB, Provider: e.provider(), Now: func() time.Time { return now },
+			BatchSize: 50, StuckLimit: -1, Progress: func(reconcile.Progress) {
+				batches++
+				if batches == 2 {
+					cancel()
+				}
+			}})
+		require.ErrorIs(t, err, reconcile.ErrInterrupted)
+		require.Equal(t, models.RunInterrupted, res.Run.Status)
+		require.Positive(t, res.Run.Examined, "the batches before the signal were written")
+		// The next run completes the window and converges.
+		res2 := e.run(nil)
+		e.assertConverged(res.Run.ID, res2.Run.ID)
+	})
 }
 
 func TestCheckpointCatchesUpASkippedNight(t *testing.T) {
-	e := newEnv(t)
-	// Last success ended three days ago; tonight's default window reaches back to it.
-	require.NoError(t, e.db.Exec(`INSERT INTO reconciliation_runs (provider, account, window_start, window_end, started_at, finished_at, status, trigger, dry_run)
-		VALUES ('stripe', '', ?, ?, ?, ?, 'succeeded', 'schedule', false)`, at(-97), at(-72), at(-72), at(-72)).Error)
-	pi := e.acct.CreatePayment(1000, "gbp", false, at(-50))
-	e.acct.Capture(pi, at(-50).Add(time.Minute))
-	res := e.run(nil)
-	require.True(t, res.Run.WindowStart.Equal(at(-73)), "window starts at the checkpoint less the overlap, got %v", res.Run.WindowStart)
-	require.Equal(t, models.StateCaptured, e.payment(pi).State)
+	stores(t, func(t *testing.T, e *env) {
+		// Last success ended three days ago; tonight's default window reaches back to it.
+		require.NoError(t, e.db.Exec(`INSERT INTO reconciliation_runs (provider, account, window_start, window_end, started_at, finished_at, status, trigger, dry_run)
+			VALUES ('stripe', '', ?, ?, ?, ?, 'succeeded', 'schedule', false)`, at(-97), at(-72), at(-72), at(-72)).Error)
+		pi := e.acct.CreatePayment(1000, "gbp", false, at(-50))
+		e.acct.Capture(pi, at(-50).Add(time.Minute))
+		res := e.run(nil)
+		require.True(t, res.Run.WindowStart.Equal(at(-73)), "window starts at the checkpoint less the overlap, got %v", res.Run.WindowStart)
+		require.Equal(t, models.StateCaptured, e.payment(pi).State)
+	})
 }
 
 func TestStuckPaymentPath(t *testing.T) {
-	e := newEnv(t)
-	pi := e.acct.CreatePayment(1000, "gbp", true, at(-24*10))
-	e.acct.Authorise(pi, at(-24*10).Add(time.Minute))
-	e.deliver(func(int, webhooksim.Delivery) bool { return true })
-	e.acct.Cancel(pi, at(-24*9))
-	// The cancel event is outside tonight's window: only the janitor finds it.
-	res := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
-	p := e.payment(pi)
-	require.Equal(t, models.StateCanceled, p.State)
-	require.True(t, p.SourceUpdatedAt.Equal(at(-24*9)), "time from canceled_at, got %v", p.SourceUpdatedAt)
-	items := e.items(res.Run.ID)
-	require.Equal(t, []string{"behind/repaired"}, itemKinds(items))
-	require.Contains(t, string(items[0].Detail), "time_inferred")
-	want := stripe.DeterministicEventID(pi, models.StateCanceled, at(-24*9))
-	require.Equal(t, []string{want}, syntheticIDs(t, e.db.DB))
-	res2 := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
-	require.Zero(t, res2.Run.SyntheticEvents, "the deterministic id makes reruns insert nothing")
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.acct.CreatePayment(1000, "gbp", true, at(-24*10))
+		e.acct.Authorise(pi, at(-24*10).Add(time.Minute))
+		e.deliver(func(int, webhooksim.Delivery) bool { return true })
+		e.acct.Cancel(pi, at(-24*9))
+		// The cancel event is outside tonight's window: only the janitor finds it.
+		res := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
+		p := e.payment(pi)
+		require.Equal(t, models.StateCanceled, p.State)
+		require.True(t, p.SourceUpdatedAt.Equal(at(-24*9)), "time from canceled_at, got %v", p.SourceUpdatedAt)
+		items := e.items(res.Run.ID)
+		require.Equal(t, []string{"behind/repaired"}, itemKinds(items))
+		require.Contains(t, string(items[0].Detail), "time_inferred")
+		want := stripe.DeterministicEventID(pi, models.StateCanceled, at(-24*9))
+		require.Equal(t, []string{want}, syntheticIDs(t, e.db.DB))
+		res2 := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
+		require.Zero(t, res2.Run.SyntheticEvents, "the deterministic id makes reruns insert nothing")
+	})
 }
 
 func TestExaminedCountsEachPaymentOnceAcrossBatches(t *testing.T) {
-	e := newEnv(t)
-	e.acct.Generate(stripefake.GenOptions{Payments: 200, Start: at(-20), End: at(-1), Seed: 17})
-	e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%5 != 0 })
-	res := e.run(func(o *reconcile.Options) { o.BatchSize = 7 })
-	require.Equal(t, int64(len(e.acct.ExpectedAt(now))), res.Run.Examined)
-	var drifted int64
-	require.NoError(t, e.db.Raw(`SELECT count(DISTINCT provider_id) FROM drift_items WHERE run_id = ?`, res.Run.ID).Scan(&drifted).Error)
-	require.Equal(t, res.Run.Examined-drifted, res.Run.InSync)
+	stores(t, func(t *testing.T, e *env) {
+		e.acct.Generate(stripefake.GenOptions{Payments: 200, Start: at(-20), End: at(-1), Seed: 17})
+		e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%5 != 0 })
+		res := e.run(func(o *reconcile.Options) { o.BatchSize = 7 })
+		require.Equal(t, int64(len(e.acct.ExpectedAt(now))), res.Run.Examined)
+		var drifted int64
+		require.NoError(t, e.db.Raw(`SELECT count(DISTINCT provider_id) FROM drift_items WHERE run_id = ?`, res.Run.ID).Scan(&drifted).Error)
+		require.Equal(t, res.Run.Examined-drifted, res.Run.InSync)
+	})
 }
 
 func TestWindowBeyondRetentionIsClampedAndSaysSo(t *testing.T) {
-	e := newEnv(t)
-	res := e.run(func(o *reconcile.Options) { o.Since = now.Add(-45 * 24 * time.Hour) })
-	require.True(t, res.Run.WindowStart.Equal(now.Add(-stripe.EventRetention)), "clamped to the horizon, got %v", res.Run.WindowStart)
-	require.Contains(t, string(res.Run.Notes), "clamped_from")
-	require.Contains(t, string(res.Run.Notes), "retention")
+	stores(t, func(t *testing.T, e *env) {
+		res := e.run(func(o *reconcile.Options) { o.Since = now.Add(-45 * 24 * time.Hour) })
+		require.True(t, res.Run.WindowStart.Equal(now.Add(-stripe.EventRetention)), "clamped to the horizon, got %v", res.Run.WindowStart)
+		require.Contains(t, string(res.Run.Notes), "clamped_from")
+		require.Contains(t, string(res.Run.Notes), "retention")
+	})
+}
+
+// On the embedded store the run lock is a row naming its holder: a live
+// holder (or one on another machine) locks the run out, a dead one on this
+// machine is taken over.
+func TestSQLiteLockRow(t *testing.T) {
+	e := newEnvOn(t, "sqlite")
+	host, _ := os.Hostname()
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	key := "stripe/"
+	for _, c := range []struct {
+		host    string
+		pid     int
+		blocked bool
+	}{{host, os.Getpid(), true}, {"another-machine", 1, true}, {host, dead.Process.Pid, false}} {
+		require.NoError(t, e.db.Exec(`DELETE FROM run_locks`).Error)
+		require.NoError(t, e.db.Exec(`INSERT INTO run_locks (key, host, pid) VALUES (?, ?, ?)`, key, c.host, c.pid).Error)
+		_, err := reconcile.Run(context.Background(), reconcile.Options{DB: e.db.DB, Provider: e.provider(), Now: func() time.Time { return now }, StuckLimit: -1})
+		if c.blocked {
+			require.ErrorIs(t, err, reconcile.ErrLocked, "holder %s/%d", c.host, c.pid)
+		} else {
+			require.NoError(t, err, "a dead holder's lock is taken over")
+		}
+	}
+	var n int64
+	require.NoError(t, e.db.Raw(`SELECT count(*) FROM run_locks`).Scan(&n).Error)
+	require.Zero(t, n, "the run released its lock")
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,9 +22,24 @@ import (
 // store runs the engine's statements. Every statement of the event path is
 // batched: a batch of any size costs a fixed number of round trips.
 type store struct {
-	db    *gorm.DB
-	trips atomic.Int64 // statements sent, BEGIN and COMMIT included
+	db     *gorm.DB
+	sqlite bool         // the embedded store; else PostgreSQL
+	trips  atomic.Int64 // statements sent, BEGIN and COMMIT included
 }
+
+func newStore(db *gorm.DB) *store { return &store{db: db, sqlite: models.SQLite(db)} }
+
+// pick returns the statement for the store's dialect.
+func (s *store) pick(postgres, sqlite string) string {
+	if s.sqlite {
+		return sqlite
+	}
+	return postgres
+}
+
+// SQLite keeps times as text; these normalise any format it parses, so that
+// comparisons and stored values never depend on who wrote them.
+func sqlTime(expr string) string { return `strftime('%Y-%m-%d %H:%M:%f+00:00', ` + expr + `)` }
 
 func (s *store) exec(tx *gorm.DB, q string, args ...any) error {
 	s.trips.Add(1)
@@ -84,9 +101,11 @@ func (s *store) load(tx *gorm.DB, provider string, ids []string) (map[string]Loc
 		return nil, err
 	}
 	var rows []localRow
-	if err := s.scan(tx, &rows, `SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded
+	if err := s.scan(tx, &rows, s.pick(`SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded
 		FROM payments WHERE provider = ? AND provider_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))
-		ORDER BY provider_id`, provider, arg); err != nil {
+		ORDER BY provider_id`, `SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded
+		FROM payments WHERE provider = ? AND provider_id IN (SELECT value FROM json_each(?))
+		ORDER BY provider_id`), provider, arg); err != nil {
 		return nil, fmt.Errorf("load payments: %w", err)
 	}
 	out := make(map[string]Local, len(rows))
@@ -116,11 +135,16 @@ func (s *store) insertMissing(tx *gorm.DB, provider, account string, rows []inse
 		return nil, err
 	}
 	var ids []string
-	if err := s.scan(tx, &ids, `INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at)
+	if err := s.scan(tx, &ids, s.pick(`INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at)
 		SELECT ?, ?, v.provider_id, v.state, v.amount, v.currency, v.amount_refunded, v.at
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, state text, at timestamptz, amount bigint, currency text, amount_refunded bigint)
 		ON CONFLICT (provider, provider_id) DO NOTHING
-		RETURNING provider_id`, provider, account, arg); err != nil {
+		RETURNING provider_id`, `INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at)
+		SELECT ?, ?, json_extract(value, '$.provider_id'), json_extract(value, '$.state'), json_extract(value, '$.amount'),
+		       json_extract(value, '$.currency'), json_extract(value, '$.amount_refunded'), `+sqlTime(`json_extract(value, '$.at')`)+`
+		FROM json_each(?) WHERE true
+		ON CONFLICT (provider, provider_id) DO NOTHING
+		RETURNING provider_id`), provider, account, arg); err != nil {
 		return nil, fmt.Errorf("insert missing payments: %w", err)
 	}
 	return setOf(ids), nil
@@ -146,14 +170,23 @@ func (s *store) applySteps(tx *gorm.DB, provider string, steps []stepRow) (map[s
 		return nil, err
 	}
 	var ids []string
-	if err := s.scan(tx, &ids, `UPDATE payments p
+	if err := s.scan(tx, &ids, s.pick(`UPDATE payments p
 		SET state = v.to_state, source_updated_at = v.at,
 		    amount_refunded = GREATEST(p.amount_refunded, v.refund), updated_at = now()
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, to_state text, preds text, at timestamptz, refund bigint)
 		WHERE p.provider = ? AND p.provider_id = v.provider_id
 		  AND p.state = ANY(string_to_array(v.preds, ','))
 		  AND (p.source_updated_at IS NULL OR p.source_updated_at <= v.at)
-		RETURNING p.provider_id`, arg, provider); err != nil {
+		RETURNING p.provider_id`, `UPDATE payments AS p
+		SET state = v.to_state, source_updated_at = `+sqlTime(`v.at`)+`,
+		    amount_refunded = max(p.amount_refunded, v.refund), updated_at = CURRENT_TIMESTAMP
+		FROM (SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.to_state') AS to_state,
+		             json_extract(value, '$.preds') AS preds, json_extract(value, '$.at') AS at, json_extract(value, '$.refund') AS refund
+		      FROM json_each(?)) AS v
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND instr(',' || v.preds || ',', ',' || p.state || ',') > 0
+		  AND (p.source_updated_at IS NULL OR julianday(p.source_updated_at) <= julianday(v.at))
+		RETURNING provider_id`), arg, provider); err != nil {
 		return nil, fmt.Errorf("apply transitions: %w", err)
 	}
 	return setOf(ids), nil
@@ -173,10 +206,13 @@ func (s *store) raiseRefunds(tx *gorm.DB, provider string, rows []refundRow) err
 	if err != nil {
 		return err
 	}
-	if err := s.exec(tx, `UPDATE payments p SET amount_refunded = v.refund, updated_at = now()
+	if err := s.exec(tx, s.pick(`UPDATE payments p SET amount_refunded = v.refund, updated_at = now()
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, refund bigint)
 		WHERE p.provider = ? AND p.provider_id = v.provider_id
-		  AND p.amount_refunded < v.refund AND p.state <> 'canceled'`, arg, provider); err != nil {
+		  AND p.amount_refunded < v.refund AND p.state <> 'canceled'`, `UPDATE payments AS p SET amount_refunded = v.refund, updated_at = CURRENT_TIMESTAMP
+		FROM (SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.refund') AS refund FROM json_each(?)) AS v
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND p.amount_refunded < v.refund AND p.state <> 'canceled'`), arg, provider); err != nil {
 		return fmt.Errorf("raise amount_refunded: %w", err)
 	}
 	return nil
@@ -197,6 +233,17 @@ func (s *store) insertEvents(tx *gorm.DB, source string, runID int64, rows []eve
 	arg, err := jsonArg(rows)
 	if err != nil {
 		return 0, err
+	}
+	if s.sqlite {
+		var ids []string
+		if err := s.scan(tx, &ids, `INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at, synthetic, run_id)
+			SELECT ?, json_extract(value, '$.event_id'), json_extract(value, '$.event_type'), json_extract(value, '$.payload'), CURRENT_TIMESTAMP, 1, ?
+			FROM json_each(?) WHERE true
+			ON CONFLICT (source, event_id) DO NOTHING
+			RETURNING event_id`, source, runID, arg); err != nil {
+			return 0, fmt.Errorf("insert synthetic events: %w", err)
+		}
+		return int64(len(ids)), nil
 	}
 	var n int64
 	if err := s.scan(tx, &n, `WITH ins AS (
@@ -221,8 +268,10 @@ func (s *store) missingEvents(tx *gorm.DB, source string, ids []string) (int64, 
 		return 0, err
 	}
 	var n int64
-	err = s.scan(tx, &n, `SELECT count(*) FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
-		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.id)`, arg, source)
+	err = s.scan(tx, &n, s.pick(`SELECT count(*) FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.id)`,
+		`SELECT count(*) FROM json_each(?) AS v
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.value)`), arg, source)
 	return n, err
 }
 
@@ -243,9 +292,13 @@ func (s *store) insertItems(tx *gorm.DB, provider string, runID int64, rows []it
 	if err != nil {
 		return err
 	}
-	if err := s.exec(tx, `INSERT INTO drift_items (run_id, provider, provider_id, kind, action, local_state, provider_state, detail)
+	if err := s.exec(tx, s.pick(`INSERT INTO drift_items (run_id, provider, provider_id, kind, action, local_state, provider_state, detail)
 		SELECT ?, ?, v.provider_id, v.kind, v.action, v.local_state, v.provider_state, coalesce(v.detail, '{}')
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, kind text, action text, local_state text, provider_state text, detail jsonb)`,
+		`INSERT INTO drift_items (run_id, provider, provider_id, kind, action, local_state, provider_state, detail)
+		SELECT ?, ?, json_extract(value, '$.provider_id'), json_extract(value, '$.kind'), json_extract(value, '$.action'),
+		       json_extract(value, '$.local_state'), json_extract(value, '$.provider_state'), coalesce(json_extract(value, '$.detail'), '{}')
+		FROM json_each(?)`),
 		runID, provider, arg); err != nil {
 		return fmt.Errorf("insert drift items: %w", err)
 	}
@@ -294,16 +347,21 @@ func predsCSV(to models.State) string {
 }
 
 // lock is a session-level advisory lock on one connection, released by the
-// server if the process dies (DESIGN section 8).
+// server if the process dies (DESIGN section 8). On SQLite it is a row in
+// run_locks naming the holder's host and pid.
 type lock struct {
 	conn *sql.Conn
 	key  string
+	row  *gorm.DB // SQLite: the store holding the row
 }
 
 // tryLock takes the run lock for (provider, account) in the current schema,
 // so that two deployments sharing a database in different schemas do not
 // block each other.
 func tryLock(ctx context.Context, db *gorm.DB, provider, account string) (*lock, error) {
+	if models.SQLite(db) {
+		return tryLockRow(ctx, db, provider+"/"+account)
+	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err
@@ -325,7 +383,51 @@ func tryLock(ctx context.Context, db *gorm.DB, provider, account string) (*lock,
 	return &lock{conn: conn, key: key}, nil
 }
 
+// tryLockRow takes the lock row, or takes it over when its holder was a
+// process on this host that no longer runs. The embedded store is for one
+// machine: a holder on another host is always respected.
+func tryLockRow(ctx context.Context, db *gorm.DB, key string) (*lock, error) {
+	host, _ := os.Hostname()
+	pid := os.Getpid()
+	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var held []struct {
+			Host string
+			Pid  int
+		}
+		if err := tx.Raw(`SELECT host, pid FROM run_locks WHERE key = ?`, key).Scan(&held).Error; err != nil {
+			return err
+		}
+		if len(held) > 0 {
+			h := held[0]
+			if h.Host != host || processAlive(h.Pid) {
+				return ErrLocked
+			}
+		}
+		return tx.Exec(`INSERT INTO run_locks (key, host, pid, acquired_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP)
+			ON CONFLICT (key) DO UPDATE SET host = excluded.host, pid = excluded.pid, acquired_at = excluded.acquired_at`, key, host, pid).Error
+	})
+	if err != nil {
+		if errors.Is(err, ErrLocked) {
+			return nil, ErrLocked
+		}
+		return nil, fmt.Errorf("take run lock: %w", err)
+	}
+	return &lock{key: key, row: db}, nil
+}
+
+// processAlive reports whether pid runs on this machine.
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
 func (l *lock) release(ctx context.Context) error {
+	if l.row != nil {
+		return l.row.WithContext(ctx).Exec(`DELETE FROM run_locks WHERE key = ? AND pid = ?`, l.key, os.Getpid()).Error
+	}
 	_, err := l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/reconciler/' || $1, 0))`, l.key)
 	if cerr := l.conn.Close(); err == nil && !errors.Is(cerr, sql.ErrConnDone) {
 		err = cerr

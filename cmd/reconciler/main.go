@@ -44,6 +44,7 @@ Usage:
   reconciler migrate [--config FILE]
   reconciler serve   [--config FILE]        long-running: cron schedule, HTTP API, metrics
   reconciler report  (--run ID | --last | --history N) [--format json|csv|md|html] [--output FILE]
+  reconciler demo    [--payments N] [--seed S] [--db FILE] [--html FILE]   fake providers, local database
   reconciler version
 
 Times are RFC 3339 or dates (2026-11-01); durations are Go durations (24h, 90m).
@@ -73,6 +74,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		err = cmdServe(ctx, args[1:], stdout, stderr, getenv)
 	case "report":
 		err = cmdReport(ctx, args[1:], stdout, stderr, getenv)
+	case "demo":
+		err = cmdDemo(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "reconciler %s\n", version)
 		return exitOK

@@ -137,7 +137,6 @@ func TestUsageAndConfigErrorsExit2BeforeTheDatabase(t *testing.T) {
 		{"out of range", w.env, []string{"run", "--config", badRPS}, "providers.stripe.requests_per_second"},
 		{"missing config file", w.env, []string{"run", "--config", "/nonexistent.yaml"}, "--config"},
 		{"no key", w.with("STRIPE_API_KEY", ""), []string{"run"}, "STRIPE_API_KEY"},
-		{"no database", w.with("DATABASE_URL", ""), []string{"run"}, "DATABASE_URL"},
 		{"publishable key", w.with("STRIPE_API_KEY", "pk_test_x"), []string{"run"}, "publishable"},
 		{"unknown command", w.env, []string{"frobnicate"}, "unknown command"},
 	}
@@ -500,4 +499,49 @@ func TestSeveralProvidersOneFailing(t *testing.T) {
 	r = cli(t, env, "run", "--provider", "gocardless", "--account", "acct_1x")
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, "no connected accounts")
+}
+
+// Without DATABASE_URL the job runs on the embedded SQLite file and says so.
+func TestEmbeddedStoreWithoutDatabaseURL(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	pi := w.acct.CreatePayment(100, "gbp", false, w.now.Add(-time.Hour))
+	w.acct.Capture(pi, w.now.Add(-time.Hour))
+	dir := t.TempDir()
+	env := w.with("DATABASE_URL", "")
+	run := func(args ...string) result {
+		cmd := exec.Command(binary, args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return result{code, so.String(), se.String()}
+	}
+	r := run("run", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stderr, "embedded SQLite store")
+	require.Contains(t, r.stderr, `"path":"reconciler.db"`)
+	_, err := os.Stat(filepath.Join(dir, "reconciler.db"))
+	require.NoError(t, err)
+	var rep report.Report
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Equal(t, int64(1), rep.Runs[0].Repaired)
+	r = run("run", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	rep = report.Report{}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Zero(t, rep.Runs[0].Repaired, "a rerun on the embedded store repairs nothing")
+	r = run("report", "--last", "--format", "md")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "## Run 2")
+	r = run("migrate")
+	require.Equal(t, 0, r.code, r.stderr)
 }

@@ -50,7 +50,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err != nil {
 		return err
 	}
-	db, err := openDB(ctx, cfg)
+	db, err := openDB(ctx, cfg, newLogger(cfg, stderr))
 	if err != nil {
 		return err
 	}

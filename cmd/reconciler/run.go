@@ -113,9 +113,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if err := checkProviders(cfg, jobs); err != nil {
 		return err
 	}
-	if cfg.Database.URL == "" {
-		return &config.Error{Key: "DATABASE_URL", Msg: "no database is configured", Hint: "set DATABASE_URL to a PostgreSQL URL, e.g. postgres://user@host:5432/db"}
-	}
 	var out io.Writer = stdout
 	if f.reportFile != "" {
 		rf, err := os.Create(f.reportFile)
@@ -127,7 +124,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 
 	log := newLogger(cfg, stderr)
-	db, err := openDB(ctx, cfg)
+	db, err := openDB(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -356,7 +353,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return err
 	}
-	db, err := openDB(ctx, cfg)
+	db, err := openDB(ctx, cfg, newLogger(cfg, stderr))
 	if err != nil {
 		return err
 	}

@@ -11,11 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/internal/dbopen"
 )
 
 // multiFlag collects a repeatable flag.
@@ -82,16 +81,25 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// openDB connects to PostgreSQL. The URL is never printed: it may hold a
-// password.
-func openDB(ctx context.Context, cfg config.Config) (*gorm.DB, error) {
+// openDB connects to PostgreSQL, or, when no database is configured, opens
+// the embedded SQLite file (and says so). The URL is never printed: it may
+// hold a password.
+func openDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*gorm.DB, error) {
 	if cfg.Database.URL == "" {
-		return nil, &config.Error{Key: "DATABASE_URL", Msg: "no database is configured", Hint: "set DATABASE_URL to a PostgreSQL URL, e.g. postgres://user@host:5432/db"}
+		path := cfg.Database.SQLitePath
+		if log != nil {
+			log.Info("no DATABASE_URL: using the embedded SQLite store (one machine only; PostgreSQL is the production store)", "path", path)
+		}
+		db, err := dbopen.SQLite(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := db.WithContext(ctx).Exec(`SELECT 1`).Error; err != nil {
+			return nil, fmt.Errorf("open the embedded store %s: %w", path, err)
+		}
+		return db, nil
 	}
-	db, err := gorm.Open(postgres.Open(cfg.Database.URL), &gorm.Config{
-		Logger:  logger.Discard,
-		NowFunc: func() time.Time { return time.Now().UTC() },
-	})
+	db, err := dbopen.Postgres(cfg.Database.URL)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the database: %s", redactDSN(err.Error(), cfg.Database.URL))
 	}

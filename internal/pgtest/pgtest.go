@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/models"
 )
 
@@ -69,6 +71,26 @@ func New(t testing.TB) *DB {
 		}
 	})
 	return &DB{DB: db, URL: u, Schema: schema}
+}
+
+// NewSQLite returns a migrated embedded store in a temporary file, for the
+// scenario tests that run on both stores.
+func NewSQLite(t testing.TB) *DB {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "reconciler.db")
+	db, err := dbopen.SQLite(path)
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	if _, err := models.Migrate(context.Background(), db); err != nil {
+		t.Fatalf("migrate sqlite: %v", err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
+	return &DB{DB: db, URL: path}
 }
 
 // WithSchema returns base with search_path set to schema.

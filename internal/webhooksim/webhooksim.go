@@ -79,9 +79,13 @@ func Apply(ctx context.Context, db *gorm.DB, source string, d Delivery) error {
 
 func apply(tx *gorm.DB, source string, d Delivery) error {
 	{
-		res := tx.Exec(`INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at)
-			VALUES (?, ?, ?, CAST(? AS jsonb), now()) ON CONFLICT (source, event_id) DO NOTHING`,
-			source, d.EventID, d.EventType, string(d.Payload))
+		q := `INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at)
+			VALUES (?, ?, ?, CAST(? AS jsonb), now()) ON CONFLICT (source, event_id) DO NOTHING`
+		if models.SQLite(tx) {
+			q = `INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at)
+			VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT (source, event_id) DO NOTHING`
+		}
+		res := tx.Exec(q, source, d.EventID, d.EventType, string(d.Payload))
 		if res.Error != nil {
 			return res.Error
 		}
@@ -112,8 +116,14 @@ func ApplyFact(tx *gorm.DB, source string, f Fact) error {
 	}
 	if err := tx.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (provider, provider_id) DO NOTHING`,
-		source, f.PaymentID, string(f.State), f.Amount, f.Currency, refund, f.At).Error; err != nil {
+		source, f.PaymentID, string(f.State), f.Amount, f.Currency, refund, f.At.UTC()).Error; err != nil {
 		return err
+	}
+	if models.SQLite(tx) {
+		return tx.Exec(`UPDATE payments SET state = ?, source_updated_at = ?, amount_refunded = max(amount_refunded, ?), updated_at = CURRENT_TIMESTAMP
+		WHERE provider = ? AND provider_id = ? AND instr(',' || ? || ',', ',' || state || ',') > 0
+		  AND (source_updated_at IS NULL OR julianday(source_updated_at) <= julianday(?))`,
+			string(f.State), f.At.UTC(), refund, source, f.PaymentID, preds(f.State), f.At.UTC()).Error
 	}
 	return tx.Exec(`UPDATE payments SET state = ?, source_updated_at = ?, amount_refunded = GREATEST(amount_refunded, ?), updated_at = now()
 		WHERE provider = ? AND provider_id = ? AND state = ANY(string_to_array(?, ','))
