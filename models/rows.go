@@ -70,8 +70,8 @@ type WebhookEvent struct {
 	Source      string
 	EventID     string
 	EventType   string
-	Payload     JSON `gorm:"type:jsonb"`
-	ReceivedAt  time.Time       `gorm:"<-:false"`
+	Payload     JSON      `gorm:"type:jsonb"`
+	ReceivedAt  time.Time `gorm:"<-:false"`
 	ClaimedAt   *time.Time
 	ProcessedAt *time.Time
 	Attempts    int
@@ -156,8 +156,8 @@ type DriftItem struct {
 	Action        string
 	LocalState    *string
 	ProviderState *string
-	Detail        JSON `gorm:"type:jsonb"`
-	CreatedAt     time.Time       `gorm:"<-:false"`
+	Detail        JSON      `gorm:"type:jsonb"`
+	CreatedAt     time.Time `gorm:"<-:false"`
 }
 
 // TableName pins the contract's table name.

@@ -70,7 +70,13 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	if err != nil {
 		return usagef("--html: %v", err)
 	}
-	defer hf.Close()
+	written := false
+	defer func() {
+		hf.Close()
+		if !written {
+			os.Remove(htmlPath) // no empty page left behind by a failed demo
+		}
+	}()
 
 	level := slog.LevelWarn
 	if *verbose {
@@ -197,6 +203,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	if err := hf.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", htmlPath, err)
 	}
+	written = true
 	out.printf("%s %s\n\n", out.bold("HTML report:"), htmlPath)
 	out.explain(rep, demoStory{payments: *payments, missed: ss.Missed + gs.Missed,
 		delivered: len(ss.Deliveries) + len(gs.Deliveries), rerun: rerun, throwaway: throwaway, dbPath: dbPath, htmlPath: htmlPath})
