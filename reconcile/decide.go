@@ -122,10 +122,19 @@ func Decide(local Local, changes []Change) Plan {
 			continue
 		}
 		if cur == c.State || !models.CanMove(cur, c.State) {
-			// Not a forward edge on the provider's own chain: an intermediate
-			// fact (a payout of a charge already refunded) that changes nothing.
+			// Not a forward edge on the provider's own chain. An intermediate
+			// fact (a payout of a charge already refunded) changes nothing; a
+			// later fact that cannot follow the chain at all (a Direct Debit
+			// failing after it was paid out) is for a human.
 			if cur == c.State && p.Latest != nil && c.Snapshot {
 				p.Snapshot = true
+			}
+			if cur != c.State && !models.CanReach(c.State, cur) {
+				p.Items = append(p.Items, Item{
+					Kind: models.KindConflict, Action: models.ActionRefused,
+					LocalState: local.State, ProviderState: string(c.State),
+					Detail: detail(c, fmt.Sprintf("The provider reported %s after %s, which the state machine cannot follow; nothing was changed.", c.State, cur)),
+				})
 			}
 			continue
 		}

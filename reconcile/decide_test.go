@@ -86,6 +86,8 @@ func TestDecideAndClassify(t *testing.T) {
 			models.StateCanceled, []string{"missing_local/repaired"}, 0},
 		{"chargeback after refund", row(models.StateRefunded, 5), []Change{ch(models.StateChargeback, 9)},
 			models.StateChargeback, []string{"behind/repaired"}, 0},
+		{"a failure after the payout is a conflict, even when our row is already settled", row(models.StateSettled, 5), []Change{settled(5), ch(models.StateFailed, 9)},
+			models.StateSettled, []string{"conflict/refused"}, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/internal/scenario"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/gocardless"
@@ -206,7 +207,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	written = true
 	out.printf("%s %s\n\n", out.bold("HTML report:"), htmlPath)
 	out.explain(rep, demoStory{payments: *payments, missed: ss.Missed + gs.Missed,
-		delivered: len(ss.Deliveries) + len(gs.Deliveries), rerun: rerun, throwaway: throwaway, dbPath: dbPath, htmlPath: htmlPath})
+		delivered: len(ss.Deliveries) + len(gs.Deliveries), rerun: rerun, htmlPath: htmlPath})
 	out.printf("%s\n", out.dim(fmt.Sprintf("Finished in %.1fs.", time.Since(started).Seconds())))
 	if len(failed) > 0 {
 		return fmt.Errorf("demo: the run failed for %s", strings.Join(failed, ", "))
@@ -506,8 +507,8 @@ func demoThousands(n int64) string {
 // demoStory is what the closing words need to know.
 type demoStory struct {
 	payments, missed, delivered int
-	rerun, throwaway            bool
-	dbPath, htmlPath            string
+	rerun                       bool
+	htmlPath                    string
 }
 
 // explain prints "What just happened" and "What to try next".
@@ -539,19 +540,16 @@ func (t *demoTerm) explain(rep report.Report, s demoStory) {
 			t.printf("  %s\n", w)
 		}
 	}
-	db := "demo.db"
-	if !s.throwaway {
-		db = s.dbPath
-	}
 	t.printf("\n%s\n", t.bold("What to try next"))
 	t.printf("  Open the report in a browser: file://%s\n", filepath.ToSlash(s.htmlPath))
+	t.printf("  Build the command once (go build -o reconciler ./cmd/reconciler), then try:\n")
 	t.printf("  Your own Stripe test-mode account (it only reads from Stripe) and your PostgreSQL:\n")
 	t.printf("      export STRIPE_API_KEY=sk_test_…\n")
 	t.printf("      export DATABASE_URL=postgres://user@host:5432/payments\n")
 	t.printf("      reconciler run --dry-run\n")
-	t.printf("  Keep a demo database, run the demo on it again (a rerun repairs nothing) and chart the runs:\n")
-	t.printf("      reconciler demo --db %s\n", db)
-	t.printf("      reconciler report --history 10 --format html --db %s --output history.html\n\n", db)
+	t.printf("  Keep the demo's database (the embedded store's default file), rerun it, chart the runs:\n")
+	t.printf("      reconciler demo --db reconciler.db     # twice: the second run repairs nothing\n")
+	t.printf("      reconciler report --history 10 --format html --output history.html   # DATABASE_URL unset\n\n")
 }
 
 func demoPlural(n int64, one, many string) string {
@@ -575,4 +573,16 @@ func demoCut(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// demoDB opens (creating) the embedded store at path and migrates it.
+func demoDB(ctx context.Context, path string) (*gorm.DB, error) {
+	db, err := dbopen.SQLite(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := models.Migrate(ctx, db); err != nil {
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	return db, nil
 }
