@@ -57,6 +57,10 @@ type Config struct {
 	Logger            *slog.Logger
 	// Sleep and Now are injected into the transport by tests.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Transport, when set, is shared with other providers (connected
+	// accounts read concurrently share one request budget); pacing and
+	// retry options above are then ignored.
+	Transport *transport.Transport
 }
 
 // Provider reads one Stripe platform (and its connected accounts).
@@ -64,6 +68,9 @@ type Provider struct {
 	mode string
 	api  *client.API
 	tr   *transport.Transport
+	// shared is set when tr is shared: it counts this provider's requests
+	// (each logical request once; the shared transport counts retries).
+	shared *transport.Counter
 	page int64
 	log  *slog.Logger
 }
@@ -87,18 +94,22 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	tr := transport.New(transport.Options{
-		RequestsPerSecond: cfg.RequestsPerSecond,
-		MaxRetries:        cfg.MaxRetries,
-		ShouldRetryHeader: "Stripe-Should-Retry",
-		Sleep:             cfg.Sleep,
-	})
+	tr := cfg.Transport
+	var rt http.RoundTripper = tr
+	var shared *transport.Counter
+	if tr == nil {
+		tr = NewTransport(cfg.RequestsPerSecond, cfg.MaxRetries, cfg.Sleep)
+		rt = tr
+	} else {
+		shared = &transport.Counter{Base: tr}
+		rt = shared
+	}
 	// stripe-go retries network errors and 5xx but not rate-limit 429s, with
 	// sleeps that ignore the context; our transport does all retrying, so
 	// there is one policy and it honours cancellation.
 	backend := stripego.GetBackendWithConfig(stripego.APIBackend, &stripego.BackendConfig{
 		URL:               stripego.String(cfg.BaseURL),
-		HTTPClient:        &http.Client{Transport: tr, Timeout: cfg.Timeout},
+		HTTPClient:        &http.Client{Transport: rt, Timeout: cfg.Timeout},
 		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
 		MaxNetworkRetries: stripego.Int64(0),
 	})
@@ -107,11 +118,22 @@ func New(cfg Config) (*Provider, error) {
 	if strings.Contains(cfg.APIKey, "_test_") {
 		mode = "test"
 	}
-	return &Provider{mode: mode, api: api, tr: tr, page: cfg.PageSize, log: cfg.Logger}, nil
+	return &Provider{mode: mode, api: api, tr: tr, shared: shared, page: cfg.PageSize, log: cfg.Logger}, nil
 }
 
 // Mode is "test" or "live", from the key.
 func (p *Provider) Mode() string { return p.mode }
+
+// NewTransport is the paced, retrying transport Stripe clients use; one can
+// be shared by several providers through Config.Transport.
+func NewTransport(rps float64, maxRetries int, sleep func(ctx context.Context, d time.Duration) error) *transport.Transport {
+	return transport.New(transport.Options{
+		RequestsPerSecond: rps,
+		MaxRetries:        maxRetries,
+		ShouldRetryHeader: "Stripe-Should-Retry",
+		Sleep:             sleep,
+	})
+}
 
 // Name implements reconcile.Provider.
 func (p *Provider) Name() string { return Name }
@@ -119,10 +141,17 @@ func (p *Provider) Name() string { return Name }
 // Horizon implements reconcile.Provider: Stripe lists 30 days of events.
 func (p *Provider) Horizon(now time.Time) time.Time { return now.Add(-EventRetention) }
 
-// Requests implements reconcile.Provider.
-func (p *Provider) Requests() int64 { return p.tr.Requests() }
+// Requests implements reconcile.Provider: this provider's requests, retries
+// included unless the transport is shared.
+func (p *Provider) Requests() int64 {
+	if p.shared != nil {
+		return p.shared.Requests()
+	}
+	return p.tr.Requests()
+}
 
-// RequestsByStatus returns the HTTP requests made by status code.
+// RequestsByStatus returns the HTTP requests made by status code (of the
+// whole shared transport when it is shared).
 func (p *Provider) RequestsByStatus() map[int]int64 { return p.tr.ByStatus() }
 
 func listParams(ctx context.Context, account string, limit int64) stripego.ListParams {

@@ -217,3 +217,37 @@ func (t *Transport) backoff(attempt int, resp *http.Response) time.Duration {
 	}
 	return d
 }
+
+// Counter counts one client's requests through a transport that others may
+// share, so each run reports its own requests.
+type Counter struct {
+	Base http.RoundTripper
+
+	mu       sync.Mutex
+	total    int64
+	byStatus map[int]int64
+}
+
+// RoundTrip implements http.RoundTripper. Retries inside Base count once.
+func (c *Counter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.Base.RoundTrip(req)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	c.mu.Lock()
+	if c.byStatus == nil {
+		c.byStatus = map[int]int64{}
+	}
+	c.total++
+	c.byStatus[status]++
+	c.mu.Unlock()
+	return resp, err
+}
+
+// Requests returns the requests counted.
+func (c *Counter) Requests() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
