@@ -71,8 +71,8 @@ type Provider struct {
 	// shared is set when tr is shared: it counts this provider's requests
 	// (each logical request once; the shared transport counts retries).
 	shared *transport.Counter
-	page int64
-	log  *slog.Logger
+	page   int64
+	log    *slog.Logger
 }
 
 var _ reconcile.Provider = (*Provider)(nil)
