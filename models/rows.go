@@ -123,6 +123,10 @@ type Run struct {
 	EventsRead      int64
 	Error           *string
 	Notes           JSON `gorm:"type:jsonb"`
+	// ProgressCursor and ProgressAt name the last event of the last
+	// committed batch: a rerun resumes after it.
+	ProgressCursor *string
+	ProgressAt     *time.Time
 }
 
 // TableName pins the contract's table name.

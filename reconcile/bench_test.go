@@ -35,7 +35,7 @@ func BenchmarkRun(b *testing.B) {
 	var events int64
 	for range b.N {
 		b.StopTimer()
-		require.NoError(b, db.Exec(`TRUNCATE payments, webhook_events, drift_items, reconciliation_runs; INSERT INTO payments SELECT * FROM seed_payments; INSERT INTO webhook_events SELECT * FROM seed_events`).Error)
+		require.NoError(b, db.Exec(`TRUNCATE payments, webhook_events, drift_items, sent_notifications, reconciliation_runs; INSERT INTO payments SELECT * FROM seed_payments; INSERT INTO webhook_events SELECT * FROM seed_events`).Error)
 		p, err := stripe.New(stripe.Config{APIKey: "sk_test_bench", BaseURL: url})
 		require.NoError(b, err)
 		b.StartTimer()

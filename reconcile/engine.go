@@ -287,7 +287,13 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	return res, runErr
 }
 
-type window struct{ since, until time.Time }
+type window struct {
+	since, until time.Time
+	// after and afterAt resume the read after a crashed run's last
+	// committed event.
+	after   string
+	afterAt time.Time
+}
 
 // planWindow returns the window actually read and notes on how it was
 // widened or clamped.
@@ -321,7 +327,25 @@ func planWindow(ctx context.Context, o Options, now time.Time) (window, map[stri
 		notes["warning"] = "the window starts before the provider's event retention; changes older than the horizon were not read (object listing is not implemented yet)"
 		since = h
 	}
-	return window{since: since.UTC(), until: until.UTC()}, notes, nil
+	w := window{since: since.UTC(), until: until.UTC()}
+	if !o.DryRun && !o.SkipLock {
+		// Resume after a crash: the last run of this account did not
+		// succeed but committed batches up to a cursor inside this window.
+		// Everything before the cursor is written, so only the rest is read.
+		var prev models.Run
+		if err := o.DB.WithContext(ctx).Where("provider = ? AND account = ? AND NOT dry_run", o.Provider.Name(), o.Account).
+			Order("id DESC").Limit(1).Find(&prev).Error; err != nil {
+			return window{}, nil, fmt.Errorf("read the last run: %w", err)
+		}
+		if prev.ID != 0 && prev.Status != models.RunSucceeded && prev.ProgressCursor != nil && prev.ProgressAt != nil &&
+			!prev.WindowStart.After(w.since) && !prev.ProgressAt.Before(w.since) && prev.ProgressAt.Before(w.until) {
+			w.after, w.afterAt = *prev.ProgressCursor, prev.ProgressAt.UTC()
+			notes["resumed_from_run"] = prev.ID
+			notes["resumed_after_event"] = w.after
+			notes["resumed_at"] = w.afterAt.Format(time.RFC3339Nano)
+		}
+	}
+	return w, notes, nil
 }
 
 type engine struct {
@@ -346,30 +370,59 @@ func idHash(id string) uint64 {
 
 // stream reads the window and writes it in batches of whole pages.
 func (e *engine) stream(ctx context.Context, w window) error {
+	// Reading and writing overlap: the provider's pages are fetched and
+	// decoded while the previous batch is written, by one writer, in order.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	batches := make(chan Page, 1)
+	var werr error
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for p := range batches {
+			if werr != nil {
+				continue
+			}
+			if err := e.batch(ctx, p); err != nil {
+				werr = err
+				cancel(err)
+			}
+		}
+	}()
 	var pending Page
 	ids := map[string]bool{}
-	err := e.o.Provider.ListChanges(ctx, ListParams{Account: e.o.Account, Since: w.since, Until: w.until}, func(p Page) error {
+	err := e.o.Provider.ListChanges(rctx, ListParams{Account: e.o.Account, Since: w.since, Until: w.until, After: w.after, AfterAt: w.afterAt}, func(p Page) error {
 		pending.Events = append(pending.Events, p.Events...)
 		pending.Changes = append(pending.Changes, p.Changes...)
+		if p.Cursor != "" {
+			pending.Cursor, pending.CursorAt = p.Cursor, p.CursorAt
+		}
 		for _, c := range p.Changes {
 			ids[c.ProviderID] = true
 		}
-		if len(ids) < e.o.BatchSize && ctx.Err() == nil {
+		if len(ids) < e.o.BatchSize && rctx.Err() == nil {
 			return nil
 		}
-		err := e.batch(ctx, pending)
-		pending, ids = Page{}, map[string]bool{}
-		if err == nil {
-			err = ctx.Err()
+		select {
+		case batches <- pending:
+		case <-rctx.Done():
+			return context.Cause(rctx)
 		}
-		return err
+		pending, ids = Page{}, map[string]bool{}
+		return rctx.Err()
 	})
 	// Whatever was read is finished even when the read was cut short: each
 	// batch is ordered and guarded, so a partial window is safe to write.
 	if len(pending.Events) > 0 || len(pending.Changes) > 0 {
-		if berr := e.batch(ctx, pending); berr != nil {
-			return errors.Join(err, berr)
-		}
+		batches <- pending // the writer drops it if an earlier batch failed
+	}
+	close(batches)
+	<-written
+	if werr != nil {
+		return werr
+	}
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		return err
 	}
 	return err
 }
@@ -575,7 +628,7 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 		}
 		c.Examined = int64(len(e.seen) + len(newSeen))
 		c.InSync = c.Examined - int64(len(e.drifted)+len(newDrifted))
-		return e.st.addCounts(tx, e.run.ID, c, e.o.Provider.Requests())
+		return e.st.addCounts(tx, e.run.ID, c, e.o.Provider.Requests(), p.Cursor, p.CursorAt)
 	})
 	if err != nil {
 		return fmt.Errorf("write batch of %d payments: %w", len(order), err)

@@ -39,6 +39,12 @@ func newEnv(t *testing.T) *env { return newEnvOn(t, "postgres") }
 func newEnvOn(t *testing.T, store string) *env {
 	t.Helper()
 	t.Parallel()
+	return newEnvSerial(t, store)
+}
+
+// newEnvSerial is newEnvOn for a test that makes several environments.
+func newEnvSerial(t *testing.T, store string) *env {
+	t.Helper()
 	var db *pgtest.DB
 	if store == "sqlite" {
 		db = pgtest.NewSQLite(t)
@@ -609,4 +615,66 @@ func TestSQLiteLockRow(t *testing.T) {
 	var n int64
 	require.NoError(t, e.db.Raw(`SELECT count(*) FROM run_locks`).Scan(&n).Error)
 	require.Zero(t, n, "the run released its lock")
+}
+
+// A run interrupted at about 80% is resumed by the next: it reads only what
+// is left, and the result is the one an uninterrupted run gives.
+func TestResumeAfterInterruptionReadsOnlyTheRest(t *testing.T) {
+	t.Parallel()
+	build := func(t *testing.T) *env {
+		e := newEnvSerial(t, "postgres")
+		e.acct.CreatePayment(100, "gbp", false, at(-40)) // an anchor before the window
+		e.acct.Generate(stripefake.GenOptions{Payments: 600, Start: at(-20), End: at(-1), Seed: 23})
+		e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%5 != 0 })
+		return e
+	}
+	type row struct {
+		State    models.State
+		Refunded int64
+		At       time.Time
+	}
+	snapshot := func(e *env) (map[string]row, []string) {
+		var ps []models.Payment
+		require.NoError(t, e.db.Find(&ps).Error)
+		out := map[string]row{}
+		for _, p := range ps {
+			out[p.ProviderID] = row{p.State, p.AmountRefunded, p.SourceUpdatedAt.UTC()}
+		}
+		return out, syntheticIDs(t, e.db.DB)
+	}
+
+	var want map[string]row
+	var wantEvents []string
+	var fullRequests int64
+	{ // uninterrupted
+		e := build(t)
+		res := e.run(func(o *reconcile.Options) { o.BatchSize = 40 })
+		fullRequests = res.Run.APIRequests
+		want, wantEvents = snapshot(e)
+	}
+	{ // interrupted at 80%, then resumed
+		e := build(t)
+		total := int64(0)
+		for _, d := range e.acct.Deliveries() {
+			if !d.At.Before(now.Add(-25*time.Hour)) && slices.Contains(stripe.EventTypes, d.EventType) {
+				total++
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		first, err := reconcile.Run(ctx, reconcile.Options{DB: e.db.DB, Provider: e.provider(), Now: func() time.Time { return now },
+			BatchSize: 40, StuckLimit: -1, Progress: func(p reconcile.Progress) {
+				if p.EventsRead >= total*8/10 {
+					cancel()
+				}
+			}})
+		require.ErrorIs(t, err, reconcile.ErrInterrupted)
+		require.NotNil(t, first.Run.ProgressCursor)
+		second := e.run(func(o *reconcile.Options) { o.BatchSize = 40 })
+		require.Contains(t, string(second.Run.Notes), "resumed_from_run")
+		require.Less(t, second.Run.APIRequests, fullRequests*4/10, "the rerun read only what was left (%d of %d requests)", second.Run.APIRequests, fullRequests)
+		require.Less(t, second.Run.EventsRead, total*4/10)
+		got, gotEvents := snapshot(e)
+		require.Equal(t, want, got, "the same rows as an uninterrupted run")
+		require.Equal(t, wantEvents, gotEvents, "the same synthetic events")
+	}
 }

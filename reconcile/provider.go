@@ -60,6 +60,10 @@ type Event struct {
 type Page struct {
 	Events  []Event
 	Changes []Change
+	// Cursor and CursorAt name the page's last event: a run that committed
+	// this page can be resumed after it.
+	Cursor   string
+	CursorAt time.Time
 }
 
 // ListParams selects the changes of one account in a window [Since, Until).
@@ -67,6 +71,10 @@ type ListParams struct {
 	Account string
 	Since   time.Time
 	Until   time.Time
+	// After and AfterAt resume a window after the event a crashed run
+	// committed last; empty for a fresh read.
+	After   string
+	AfterAt time.Time
 }
 
 // FetchParams names payments to re-fetch by id (the stuck-payment path).

@@ -230,10 +230,7 @@ func (s *store) insertEvents(tx *gorm.DB, source string, runID int64, rows []eve
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	arg, err := jsonArg(rows)
-	if err != nil {
-		return 0, err
-	}
+	arg := eventsJSON(rows)
 	if s.sqlite {
 		var ids []string
 		if err := s.scan(tx, &ids, `INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at, synthetic, run_id)
@@ -256,6 +253,41 @@ func (s *store) insertEvents(tx *gorm.DB, source string, runID int64, rows []eve
 		return 0, fmt.Errorf("insert synthetic events: %w", err)
 	}
 	return n, nil
+}
+
+// eventsJSON encodes event rows by hand: the payloads are the provider's
+// own JSON, already decoded once, and re-encoding them through
+// encoding/json (which re-validates and compacts raw messages) was a tenth
+// of the job's CPU at scale.
+func eventsJSON(rows []eventRow) string {
+	n := 2
+	for _, r := range rows {
+		n += len(r.Payload) + len(r.EventID) + len(r.EventType) + 48
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"event_id":`...)
+		b = appendString(b, r.EventID)
+		b = append(b, `,"event_type":`...)
+		b = appendString(b, r.EventType)
+		b = append(b, `,"payload":`...)
+		if len(r.Payload) == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, r.Payload...)
+		}
+		b = append(b, '}')
+	}
+	return string(append(b, ']'))
+}
+
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
 }
 
 // missingEvents counts which of ids webhook_events lacks (dry runs).
@@ -321,12 +353,17 @@ func (c *counts) add(o counts) {
 	c.Events += o.Events
 }
 
-func (s *store) addCounts(tx *gorm.DB, runID int64, c counts, apiRequests int64) error {
+func (s *store) addCounts(tx *gorm.DB, runID int64, c counts, apiRequests int64, cursor string, cursorAt time.Time) error {
+	var cur *string
+	var at *time.Time
+	if cursor != "" {
+		cur, at = &cursor, &cursorAt
+	}
 	return s.exec(tx, `UPDATE reconciliation_runs SET
 		examined = ?, in_sync = ?, repaired = repaired + ?, refused = refused + ?,
 		reported = reported + ?, synthetic_events = synthetic_events + ?, events_read = events_read + ?,
-		api_requests = ?
-		WHERE id = ?`, c.Examined, c.InSync, c.Repaired, c.Refused, c.Reported, c.Synthetic, c.Events, apiRequests, runID)
+		api_requests = ?, progress_cursor = coalesce(?, progress_cursor), progress_at = coalesce(?, progress_at)
+		WHERE id = ?`, c.Examined, c.InSync, c.Repaired, c.Refused, c.Reported, c.Synthetic, c.Events, apiRequests, cur, at, runID)
 }
 
 func setOf(ids []string) map[string]bool {

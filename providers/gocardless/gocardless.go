@@ -361,8 +361,12 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if lp.After != "" && !after(it.ev, lp.AfterAt, lp.After) {
+			continue // committed by the run this one resumes
+		}
 		page.Events = append(page.Events, it.ev)
 		page.Changes = append(page.Changes, it.changes...)
+		page.Cursor, page.CursorAt = it.ev.ID, it.ev.At
 		if len(page.Events) >= p.page {
 			if err := fn(page); err != nil {
 				return err
@@ -374,6 +378,14 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		return fn(page)
 	}
 	return nil
+}
+
+// after reports whether ev comes after (at, id) in the delivery order.
+func after(ev reconcile.Event, at time.Time, id string) bool {
+	if !ev.At.Equal(at) {
+		return ev.At.After(at)
+	}
+	return ev.ID > id
 }
 
 // Fetch implements reconcile.Provider: the stuck-payment path.

@@ -46,37 +46,44 @@ func piID(pi *stripego.PaymentIntent) string {
 
 // mapEvent turns one event into changes. A payout.paid event lists the
 // balance transactions it paid out (one list request per 100 charges).
-func (p *Provider) mapEvent(ctx context.Context, account string, ev *stripego.Event) ([]reconcile.Change, error) {
-	if ev.Data == nil {
+func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) ([]reconcile.Change, error) {
+	if len(ev.Data.Object) == 0 {
 		return nil, fmt.Errorf("stripe event %s has no data", ev.ID)
 	}
 	t := at(ev.Created)
-	base := reconcile.Change{At: t, EventID: ev.ID, EventType: string(ev.Type)}
-	typ := string(ev.Type)
+	base := reconcile.Change{At: t, EventID: ev.ID, EventType: ev.Type}
+	typ := ev.Type
+	decode := func(kind string, v any) error {
+		if err := json.Unmarshal(ev.Data.Object, v); err != nil {
+			return fmt.Errorf("decode %s in stripe event %s: %w", kind, ev.ID, err)
+		}
+		return nil
+	}
 	switch {
 	case strings.HasPrefix(typ, "payment_intent."):
-		var pi stripego.PaymentIntent
-		if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil {
-			return nil, fmt.Errorf("decode payment intent in event %s: %w", ev.ID, err)
+		var pi leanPI
+		if err := decode("payment intent", &pi); err != nil {
+			return nil, err
 		}
-		return []reconcile.Change{piChange(base, &pi)}, nil
+		return keep(piChange(base, pi.typed())), nil
 
 	case typ == "charge.captured" || typ == "charge.refunded":
-		var ch stripego.Charge
-		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil {
-			return nil, fmt.Errorf("decode charge in event %s: %w", ev.ID, err)
+		var ch leanCharge
+		if err := decode("charge", &ch); err != nil {
+			return nil, err
 		}
-		c, ok := chargeChange(base, &ch)
+		c, ok := chargeChange(base, ch.typed())
 		if !ok {
 			return nil, nil
 		}
 		return []reconcile.Change{c}, nil
 
 	case typ == "charge.refund.updated":
-		var r stripego.Refund
-		if err := json.Unmarshal(ev.Data.Raw, &r); err != nil {
-			return nil, fmt.Errorf("decode refund in event %s: %w", ev.ID, err)
+		var lr leanRefund
+		if err := decode("refund", &lr); err != nil {
+			return nil, err
 		}
+		r := lr.typed()
 		if r.Status != stripego.RefundStatusFailed && r.Status != stripego.RefundStatusCanceled {
 			return nil, nil
 		}
@@ -87,10 +94,11 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *stripego.Ev
 		return keep(c), nil
 
 	case typ == "charge.dispute.closed":
-		var d stripego.Dispute
-		if err := json.Unmarshal(ev.Data.Raw, &d); err != nil {
-			return nil, fmt.Errorf("decode dispute in event %s: %w", ev.ID, err)
+		var ld leanDispute
+		if err := decode("dispute", &ld); err != nil {
+			return nil, err
 		}
+		d := ld.typed()
 		c := base
 		c.ProviderID = piID(d.PaymentIntent)
 		c.RawStatus = "dispute_" + string(d.Status)
@@ -108,9 +116,11 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *stripego.Ev
 		return keep(c), nil
 
 	case typ == "payout.paid":
-		var po stripego.Payout
-		if err := json.Unmarshal(ev.Data.Raw, &po); err != nil {
-			return nil, fmt.Errorf("decode payout in event %s: %w", ev.ID, err)
+		var po struct {
+			ID string `json:"id"`
+		}
+		if err := decode("payout", &po); err != nil {
+			return nil, err
 		}
 		return p.payoutChanges(ctx, account, base, po.ID)
 	}
@@ -127,6 +137,9 @@ func keep(c reconcile.Change) []reconcile.Change {
 func piChange(base reconcile.Change, pi *stripego.PaymentIntent) reconcile.Change {
 	c := base
 	c.ProviderID = pi.ID
+	if pi.ID == "" {
+		return c
+	}
 	c.Snapshot = true
 	c.Amount, c.Currency = pi.Amount, string(pi.Currency)
 	c.RawStatus = string(pi.Status)
@@ -165,21 +178,17 @@ func (p *Provider) payoutChanges(ctx context.Context, account string, base recon
 		Payout:     stripego.String(payout),
 	}
 	params.AddExpand("data.source")
-	it := p.api.BalanceTransactions.List(params)
+	it := p.btIter(params)
 	var out []reconcile.Change
 	for it.Next() {
-		bt := it.BalanceTransaction()
-		if bt.Source == nil || bt.Source.Charge == nil {
+		bt := it.Current().(*leanBT)
+		if bt.Source.Object != "charge" || bt.Source.PaymentIntent == "" {
 			continue // refunds, fees and adjustments settle no payment
 		}
-		ch := bt.Source.Charge
-		if ch.PaymentIntent == nil {
-			continue
-		}
 		c := base
-		c.ProviderID = ch.PaymentIntent.ID
+		c.ProviderID = string(bt.Source.PaymentIntent)
 		c.State, c.RawStatus = models.StateSettled, "paid_out"
-		c.Amount, c.Currency = ch.Amount, string(ch.Currency)
+		c.Amount, c.Currency = bt.Source.Amount, bt.Source.Currency
 		out = append(out, c)
 	}
 	if err := it.Err(); err != nil {

@@ -181,17 +181,20 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 	if lp.Until.Nanosecond() != 0 {
 		until++ // [since, until) in whole seconds covers the sub-second end
 	}
-	anchor, err := p.anchor(ctx, lp.Account, since)
-	if err != nil {
-		return err
-	}
-	var first *stripego.Event
+	anchor := lp.After // resuming: the last event a crashed run committed
+	var first *leanEvent
 	if anchor == "" {
-		first, err = p.oldestIn(ctx, lp.Account, since, until)
-		if err != nil || first == nil {
+		var err error
+		if anchor, err = p.anchor(ctx, lp.Account, since); err != nil {
 			return err
 		}
-		anchor = first.ID
+		if anchor == "" {
+			first, err = p.oldestIn(ctx, lp.Account, since, until)
+			if err != nil || first == nil {
+				return err
+			}
+			anchor = first.ID
+		}
 	}
 	params := &stripego.EventListParams{
 		ListParams:   listParams(ctx, lp.Account, p.page),
@@ -199,7 +202,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		Types:        types(),
 	}
 	params.EndingBefore = stripego.String(anchor)
-	it := p.api.Events.List(params)
+	it := p.eventIter(params)
 
 	var page reconcile.Page
 	flush := func() error {
@@ -210,17 +213,15 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		page = reconcile.Page{}
 		return err
 	}
-	add := func(ev *stripego.Event) error {
+	add := func(ev *leanEvent) error {
 		changes, err := p.mapEvent(ctx, lp.Account, ev)
 		if err != nil {
 			return err
 		}
-		raw, err := json.Marshal(ev)
-		if err != nil {
-			return fmt.Errorf("encode event %s: %w", ev.ID, err)
-		}
-		page.Events = append(page.Events, reconcile.Event{ID: ev.ID, Type: string(ev.Type), At: time.Unix(ev.Created, 0).UTC(), Payload: raw})
+		at := time.Unix(ev.Created, 0).UTC()
+		page.Events = append(page.Events, reconcile.Event{ID: ev.ID, Type: ev.Type, At: at, Payload: ev.raw})
 		page.Changes = append(page.Changes, changes...)
+		page.Cursor, page.CursorAt = ev.ID, at
 		if int64(len(page.Events)) >= p.page {
 			return flush()
 		}
@@ -232,7 +233,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		}
 	}
 	for it.Next() {
-		if err := add(it.Event()); err != nil {
+		if err := add(it.Current().(*leanEvent)); err != nil {
 			return err
 		}
 	}
@@ -250,9 +251,9 @@ func (p *Provider) anchor(ctx context.Context, account string, since int64) (str
 		CreatedRange: &stripego.RangeQueryParams{LesserThan: since},
 	}
 	params.Single = true
-	it := p.api.Events.List(params)
+	it := p.eventIter(params)
 	if it.Next() {
-		return it.Event().ID, nil
+		return it.Current().(*leanEvent).ID, nil
 	}
 	if err := it.Err(); err != nil {
 		return "", fmt.Errorf("find stripe anchor event: %w", translate(err))
@@ -261,16 +262,16 @@ func (p *Provider) anchor(ctx context.Context, account string, since int64) (str
 }
 
 // oldestIn walks the window newest first and returns its oldest event.
-func (p *Provider) oldestIn(ctx context.Context, account string, since, until int64) (*stripego.Event, error) {
+func (p *Provider) oldestIn(ctx context.Context, account string, since, until int64) (*leanEvent, error) {
 	params := &stripego.EventListParams{
 		ListParams:   listParams(ctx, account, 100),
 		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since, LesserThan: until},
 		Types:        types(),
 	}
-	it := p.api.Events.List(params)
-	var last *stripego.Event
+	it := p.eventIter(params)
+	var last *leanEvent
 	for it.Next() {
-		last = it.Event()
+		last = it.Current().(*leanEvent)
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("list stripe events: %w", translate(err))
