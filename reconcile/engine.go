@@ -146,6 +146,7 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 	provider := o.Provider.Name()
 	log := o.Logger.With("provider", provider, "account", o.Account)
 	h = &Handle{o: o, st: newStore(o.DB), log: log, start: time.Now()}
+	held := h // the named result is nil on the error paths below
 	if !o.SkipLock {
 		deadline := time.Now().Add(o.LockWait)
 		for {
@@ -164,7 +165,7 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 		}
 		defer func() {
 			if err != nil {
-				h.releaseLock(ctx)
+				held.releaseLock(ctx)
 			}
 		}()
 	}

@@ -46,9 +46,40 @@ func (s *store) exec(tx *gorm.DB, q string, args ...any) error {
 	return tx.Exec(q, args...).Error
 }
 
+// scan runs a query and scans its rows into dst (*[]string, *int64 or
+// *[]localRow). It reads rows itself: gorm's Scan formats every statement
+// with its arguments for its trace recorder, and the batch statements carry
+// megabytes of JSON.
 func (s *store) scan(tx *gorm.DB, dst any, q string, args ...any) error {
 	s.trips.Add(1)
-	return tx.Raw(q, args...).Scan(dst).Error
+	rows, err := tx.Raw(q, args...).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		switch d := dst.(type) {
+		case *[]string:
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				return err
+			}
+			*d = append(*d, v)
+		case *int64:
+			if err := rows.Scan(d); err != nil {
+				return err
+			}
+		case *[]localRow:
+			var r localRow
+			if err := rows.Scan(&r.ProviderID, &r.State, &r.SourceUpdatedAt, &r.Amount, &r.Currency, &r.AmountRefunded); err != nil {
+				return err
+			}
+			*d = append(*d, r)
+		default:
+			return fmt.Errorf("store: cannot scan into %T", dst)
+		}
+	}
+	return rows.Err()
 }
 
 // tx runs fn in one transaction, counting BEGIN and COMMIT.

@@ -126,6 +126,7 @@ type htmlRun struct {
 	Examined, InSync, Repaired, Refused    int64
 	Reported, Synthetic, EventsRead, API   int64
 	NeedHuman                              int
+	Omitted                                int64
 	Items                                  []htmlItem
 	Chart                                  *svgChart
 }
@@ -142,7 +143,7 @@ type htmlItem struct {
 
 func runView(r RunReport) htmlRun {
 	v := htmlRun{
-		ID: r.ID, Anchor: fmt.Sprintf("run-%d", r.ID), Provider: orDash(r.Provider), Account: r.Account,
+		ID: r.ID, Anchor: fmt.Sprintf("run-%d", r.ID), Provider: orDash(r.Provider), Account: r.Account, Omitted: r.ItemsOmitted,
 		Window:  isoTime(r.WindowStart) + " → " + isoTime(r.WindowEnd),
 		Started: isoTime(r.StartedAt), Status: orDash(r.Status), StatusClass: statusClass(r.Status),
 		Duration: duration(r), Mode: r.Mode, DryRun: r.DryRun,
@@ -843,6 +844,9 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 </tbody>
 </table>
 </div>
+{{- if .Omitted}}
+<p class="muted">…and {{.Omitted}} more items that were repaired; the CSV and JSON reports list every item.</p>
+{{- end}}
 {{- else}}
 <p class="empty">No drift.</p>
 {{- end}}

@@ -4,12 +4,14 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -68,7 +70,10 @@ type RunReport struct {
 	// Notes says how the window was adjusted (caught up to a checkpoint,
 	// clamped to the provider's retention).
 	Notes map[string]any `json:"notes,omitempty"`
-	Items []Item         `json:"items"`
+	// ItemsOmitted counts items left out of a report meant for reading
+	// (Markdown, HTML): the CSV and JSON reports list every item.
+	ItemsOmitted int64  `json:"items_omitted,omitempty"`
+	Items        []Item `json:"items"`
 }
 
 // Item is one drift item.
@@ -152,26 +157,139 @@ func MajorUnits(minor int64, currency string) string {
 	return s
 }
 
-// Load reads runs by id with their items; items needing a human come first.
+// Load reads runs by id with all their items; items needing a human come
+// first. For large runs use Write, which streams.
 func Load(ctx context.Context, db *gorm.DB, runIDs ...int64) (Report, error) {
+	return LoadLimited(ctx, db, 0, runIDs...)
+}
+
+// byPriority orders items needing a human first, then by id.
+const byPriority = "CASE action WHEN 'refused' THEN 0 WHEN 'reported' THEN 1 ELSE 2 END, id"
+
+// LoadLimited reads runs with at most limit items each (0: all), those
+// needing a human first; the rest are counted in ItemsOmitted.
+func LoadLimited(ctx context.Context, db *gorm.DB, limit int, runIDs ...int64) (Report, error) {
 	var rep Report
 	for _, id := range runIDs {
 		var r models.Run
 		if err := db.WithContext(ctx).First(&r, id).Error; err != nil {
 			return rep, fmt.Errorf("read run %d: %w", id, err)
 		}
+		q := db.WithContext(ctx).Where("run_id = ?", id).Order(byPriority)
+		if limit > 0 {
+			q = q.Limit(limit)
+		}
 		var items []models.DriftItem
-		if err := db.WithContext(ctx).Where("run_id = ?", id).Order("id").Find(&items).Error; err != nil {
+		if err := q.Find(&items).Error; err != nil {
 			return rep, fmt.Errorf("read drift items of run %d: %w", id, err)
 		}
 		rr := Summary(r)
 		for _, it := range items {
 			rr.Items = append(rr.Items, itemOf(r, it))
 		}
-		sort.SliceStable(rr.Items, func(i, j int) bool { return priority(rr.Items[i]) < priority(rr.Items[j]) })
+		if limit > 0 && len(items) == limit {
+			var total int64
+			if err := db.WithContext(ctx).Model(&models.DriftItem{}).Where("run_id = ?", id).Count(&total).Error; err != nil {
+				return rep, err
+			}
+			rr.ItemsOmitted = total - int64(len(items))
+		}
 		rep.Runs = append(rep.Runs, rr)
 	}
 	return rep, nil
+}
+
+// ReadableLimit is how many items a Markdown or HTML report lists per run.
+const ReadableLimit = 2000
+
+// Write renders runs from the database in format with bounded memory: JSON
+// and CSV stream every item in batches; Markdown and HTML, meant for people,
+// list at most ReadableLimit items per run (those needing a human first)
+// and say how many more there are.
+func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs ...int64) error {
+	switch format {
+	case "md", "html":
+		rep, err := LoadLimited(ctx, db, ReadableLimit, runIDs...)
+		if err != nil {
+			return err
+		}
+		return Render(w, rep, format)
+	case "json", "csv":
+	default:
+		return fmt.Errorf("unknown report format %q (use %s)", format, strings.Join(Formats, ", "))
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	var cw *csv.Writer
+	if format == "csv" {
+		cw = csv.NewWriter(bw)
+		_ = cw.Write(CSVHeader)
+	} else {
+		bw.WriteString("{\n  \"runs\": [")
+	}
+	for i, id := range runIDs {
+		var r models.Run
+		if err := db.WithContext(ctx).First(&r, id).Error; err != nil {
+			return fmt.Errorf("read run %d: %w", id, err)
+		}
+		rr := Summary(r)
+		if cw == nil {
+			head, err := json.Marshal(rr)
+			if err != nil {
+				return err
+			}
+			// The summary ends with its (empty) items: stream them there.
+			head, ok := bytes.CutSuffix(head, []byte(`"items":[]}`))
+			if !ok {
+				return errors.New("report: items must be the last field of a run")
+			}
+			if i > 0 {
+				bw.WriteString(",")
+			}
+			bw.WriteString("\n    ")
+			bw.Write(head)
+			bw.WriteString(`"items":[`)
+		}
+		n := 0
+		var batch []models.DriftItem
+		err := db.WithContext(ctx).Where("run_id = ?", id).Order(byPriority).FindInBatches(&batch, 5000, func(*gorm.DB, int) error {
+			for _, it := range batch {
+				item := itemOf(r, it)
+				if cw != nil {
+					writeCSVRow(cw, rr, item)
+					continue
+				}
+				b, err := json.Marshal(item)
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					bw.WriteString(",")
+				}
+				bw.WriteString("\n      ")
+				bw.Write(b)
+				n++
+			}
+			return nil
+		}).Error
+		if err != nil {
+			return fmt.Errorf("read drift items of run %d: %w", id, err)
+		}
+		if cw == nil {
+			if n > 0 {
+				bw.WriteString("\n    ")
+			}
+			bw.WriteString("]}")
+		}
+	}
+	if cw != nil {
+		cw.Flush()
+		if err := cw.Error(); err != nil {
+			return err
+		}
+	} else {
+		bw.WriteString("\n  ]\n}\n")
+	}
+	return bw.Flush()
 }
 
 // withLinks fills the dashboard links a hand-built report lacks.
@@ -284,17 +402,21 @@ func renderCSV(w io.Writer, rep Report) error {
 	_ = cw.Write(CSVHeader)
 	for _, r := range rep.Runs {
 		for _, it := range r.Items {
-			pt := ""
-			if it.ProviderTime != nil {
-				pt = it.ProviderTime.UTC().Format(time.RFC3339Nano)
-			}
-			_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, it.ProviderID, it.Kind, it.Action, fmt.Sprint(it.NeedsHuman()),
-				str(it.LocalState), str(it.ProviderState), MajorUnits(it.Amount, it.Currency), strings.ToUpper(it.Currency),
-				MajorUnits(it.AmountRefunded, it.Currency), pt, fmt.Sprint(it.TimeInferred), it.Explanation, it.DashboardURL})
+			writeCSVRow(cw, r, it)
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+func writeCSVRow(cw *csv.Writer, r RunReport, it Item) {
+	pt := ""
+	if it.ProviderTime != nil {
+		pt = it.ProviderTime.UTC().Format(time.RFC3339Nano)
+	}
+	_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, it.ProviderID, it.Kind, it.Action, fmt.Sprint(it.NeedsHuman()),
+		str(it.LocalState), str(it.ProviderState), MajorUnits(it.Amount, it.Currency), strings.ToUpper(it.Currency),
+		MajorUnits(it.AmountRefunded, it.Currency), pt, fmt.Sprint(it.TimeInferred), it.Explanation, it.DashboardURL})
 }
 
 func renderMD(w io.Writer, rep Report) error {
@@ -348,6 +470,9 @@ func renderMD(w io.Writer, rep Report) error {
 			fmt.Fprintf(w, "| %s | %s | %s | %s → %s | %s %s | %s | %s |\n", id, mdCell(it.Kind), action,
 				mdCell(orDash(str(it.LocalState))), mdCell(orDash(str(it.ProviderState))),
 				MajorUnits(it.Amount, it.Currency), mdCell(strings.ToUpper(it.Currency)), pt, mdCell(it.Explanation))
+		}
+		if r.ItemsOmitted > 0 {
+			fmt.Fprintf(w, "…and %d more items that were repaired; the CSV and JSON reports list every item.\n", r.ItemsOmitted)
 		}
 		fmt.Fprintln(w)
 	}

@@ -54,8 +54,11 @@ Run "reconciler COMMAND -h" for a command's flags.
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	stopProfiles := startProfiles(os.Getenv)
+	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stopProfiles()
+	stop()
+	os.Exit(code)
 }
 
 // Main runs one command and returns its exit code.

@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 
-	"gorm.io/gorm"
-
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
@@ -91,12 +89,12 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		}
 		id = r.ID
 	}
-	rep, err := report.Load(ctx, db, id)
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return usagef("--run: no run %d", id)
-	}
-	if err != nil {
+	var exists int64
+	if err := db.WithContext(ctx).Model(&models.Run{}).Where("id = ?", id).Count(&exists).Error; err != nil {
 		return err
+	}
+	if exists == 0 {
+		return usagef("--run: no run %d", id)
 	}
 	if *doNotify {
 		if cfg.Notify.SlackURL() == "" {
@@ -104,5 +102,5 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		}
 		notifier(cfg, db, metrics.New(), newLogger(cfg, stderr))(ctx, id)
 	}
-	return report.Render(out, rep, *format)
+	return report.Write(ctx, out, db, *format, id)
 }

@@ -28,9 +28,10 @@ var knownProviders = []string{stripe.Name, gocardless.Name}
 
 type runFlags struct {
 	config, since, until, window, reportFile, format, trigger, lockWait string
+	accountsFrom, shard                                                 string
 	providers, accounts                                                 multiFlag
 	dryRun, noMigrate                                                   bool
-	batchSize                                                           int
+	batchSize, concurrency                                              int
 }
 
 // job is one (provider, account) to reconcile.
@@ -55,6 +56,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply pending migrations first")
 	fs.IntVar(&f.batchSize, "batch-size", 0, "payments per write transaction (default from config)")
 	fs.StringVar(&f.lockWait, "lock-wait", "", "keep trying this long for a lock another run holds before exit code 3 (default from config: 0s)")
+	fs.StringVar(&f.accountsFrom, "accounts-from", "", "Stripe connected accounts to reconcile, instead of --account and the configured ones: a file (one acct_… a line, # comments) or \"stripe\" (list them through the API)")
+	fs.IntVar(&f.concurrency, "concurrency", defaultConcurrency, "accounts reconciled at once (1..64), sharing one Stripe request budget")
+	fs.StringVar(&f.shard, "shard", "", "take only the accounts of shard INDEX/COUNT, e.g. 2/8 (default: $JOB_COMPLETION_INDEX/$RECONCILER_SHARD_COUNT when set)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -113,6 +117,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if err := checkProviders(cfg, jobs); err != nil {
 		return err
 	}
+	fo, err := planFanOut(f, jobs, getenv)
+	if err != nil {
+		return err
+	}
 	var out io.Writer = stdout
 	if f.reportFile != "" {
 		rf, err := os.Create(f.reportFile)
@@ -124,6 +132,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 
 	log := newLogger(cfg, stderr)
+	// Connected accounts share one paced transport: one budget per process.
+	tr := sharedStripeTransport(cfg, fo, jobs)
+	if jobs, err = resolveAccounts(ctx, cfg, fo, jobs, tr, log); err != nil {
+		return err
+	}
+	total := len(jobs)
+	jobs = inShard(jobs, fo.shard)
+	if fo.shard.on() {
+		log.Info("sharded", "shard", fo.shard.String(), "accounts_total", total, "accounts_in_shard", len(jobs))
+	}
+	workers := min(fo.concurrency, max(len(jobs), 1))
 	db, err := openDB(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -131,6 +150,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if sqlDB, err := db.DB(); err == nil {
 		defer sqlDB.Close()
 	}
+	sizePool(cfg, db, workers, log)
 	if cfg.Database.AutoMigrate && !f.noMigrate {
 		if _, err := models.Migrate(ctx, db); err != nil {
 			return fmt.Errorf("migrate: %w", err)
@@ -150,57 +170,83 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 
 	m := metrics.New()
 	notifyRun := notifier(cfg, db, m, log)
-	var runIDs []int64
-	var failed, locked []string
-	for _, j := range jobs {
+	// Up to workers jobs at once, each its own run (lock, run row, report
+	// section). SIGTERM cancels ctx: nothing new starts, the runs in flight
+	// finish their batch and record themselves interrupted.
+	outs := make([]outcome, len(jobs))
+	runEach(ctx, workers, len(jobs), func(i int) {
+		j := jobs[i]
+		out := &outs[i]
+		out.started = true
 		jlog := log.With("provider", j.provider, "account", j.account)
-		p, err := newProvider(cfg, j.provider, jlog)
+		p, err := providerFor(cfg, j.provider, tr, jlog)
 		if err != nil {
-			return err
+			out.err = err
+			jlog.Error("run failed", "error", err)
+			return
 		}
 		o := engineOptions(cfg, db, p, log)
 		o.Account, o.Since, o.Until, o.DryRun = j.account, since, until, f.dryRun
 		o.Trigger, o.TriggeredBy = f.trigger, triggeredBy(getenv)
-		o.Progress = progressPrinter(stderr)
-		res, err := reconcile.Run(ctx, o)
-		if bs, ok := p.(interface{ RequestsByStatus() map[int]int64 }); ok {
-			m.Observe(res, bs.RequestsByStatus())
+		if workers == 1 {
+			o.Progress = progressPrinter(stderr)
 		}
-		if res.Run.ID != 0 {
-			runIDs = append(runIDs, res.Run.ID)
-			notifyRun(ctx, res.Run.ID)
+		out.res, out.err = reconcile.Run(ctx, o)
+		if bs, ok := p.(interface{ RequestsByStatus() map[int]int64 }); ok && !(j.provider == stripe.Name && tr != nil) {
+			out.byStatus = bs.RequestsByStatus()
+		}
+		if out.res.Run.ID != 0 {
+			notifyRun(ctx, out.res.Run.ID)
+		}
+		switch {
+		case errors.Is(out.err, reconcile.ErrLocked):
+			jlog.Warn("another run holds the lock; nothing done")
+		case out.err != nil:
+			jlog.Error("run failed", "run_id", out.res.Run.ID, "error", out.err)
+		}
+	})
+	var runIDs []int64
+	var failed, locked []string
+	sharedObserved := false
+	for i, o := range outs {
+		if !o.started {
+			continue
+		}
+		j := jobs[i]
+		byStatus := o.byStatus
+		if j.provider == stripe.Name && tr != nil && o.res.Run.ID != 0 && !sharedObserved {
+			byStatus, sharedObserved = tr.ByStatus(), true // the shared transport's requests, once
+		}
+		m.Observe(o.res, byStatus)
+		if o.res.Run.ID != 0 {
+			runIDs = append(runIDs, o.res.Run.ID)
 		}
 		name := j.provider + "/" + orPlatform(j.account)
 		switch {
-		case errors.Is(err, reconcile.ErrLocked):
-			jlog.Warn("another run holds the lock; nothing done")
+		case errors.Is(o.err, reconcile.ErrLocked):
 			locked = append(locked, name)
-		case err != nil:
-			jlog.Error("run failed", "run_id", res.Run.ID, "error", err)
+		case o.err != nil:
 			failed = append(failed, name)
 		}
-		if ctx.Err() != nil {
-			break
-		}
 	}
+	sum := summarize(total, jobs, outs)
+	sum.log(log, fo.shard)
 	if u := cfg.Metrics.PushgatewayURL; u != "" {
 		host, _ := os.Hostname()
-		if err := m.Push(context.WithoutCancel(ctx), u, host); err != nil {
+		if err := m.Push(context.WithoutCancel(ctx), u, pushInstance(host, fo.shard)); err != nil {
 			log.Warn("metrics not pushed", "error", err) // never fails the run
 		}
 	}
 	if len(runIDs) > 0 {
-		rep, err := report.Load(context.WithoutCancel(ctx), db, runIDs...)
-		if err != nil {
-			return err
-		}
-		if err := report.Render(out, rep, f.format); err != nil {
+		if err := report.Write(context.WithoutCancel(ctx), out, db, f.format, runIDs...); err != nil {
 			return fmt.Errorf("write report: %w", err)
 		}
 	}
 	switch {
 	case len(failed) > 0:
 		return fmt.Errorf("run failed for %v", failed)
+	case sum.notStarted > 0:
+		return fmt.Errorf("interrupted: %d of %d accounts were not started", sum.notStarted, len(jobs))
 	case len(locked) > 0:
 		return lockedError{fmt.Sprintf("another run holds the lock for %v; nothing was done there", locked)}
 	}

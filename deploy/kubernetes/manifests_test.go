@@ -248,6 +248,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 	want := []string{
 		"ConfigMap/reconciler-config",
 		"CronJob/reconciler",
+		"CronJob/reconciler-sharded",
 		"Deployment/reconciler-serve",
 		"Job/reconciler-migrate",
 		"Secret/reconciler",
@@ -324,8 +325,24 @@ func TestKustomizations(t *testing.T) {
 
 	base, ok1 := byDir["."]
 	serve, ok2 := byDir["serve"]
-	if !ok1 || !ok2 {
-		t.Fatalf("want kustomization.yaml in . and serve/, have %v", kfiles)
+	sharded, ok3 := byDir["sharded"]
+	if !ok1 || !ok2 || !ok3 {
+		t.Fatalf("want kustomization.yaml in ., serve/ and sharded/, have %v", kfiles)
+	}
+	// sharded/ is another alternative to the base: it must agree with it
+	// and never include the base CronJob.
+	shl, _ := json.Marshal(sharded.Labels)
+	shi, _ := json.Marshal(sharded.Images)
+	if sharded.Namespace != base.Namespace || !bytes.Equal(shl, mustJSON(base.Labels)) || !bytes.Equal(shi, mustJSON(base.Images)) {
+		t.Errorf("sharded: namespace %q labels %s images %s; want the base's", sharded.Namespace, shl, shi)
+	}
+	if !slices.Contains(sharded.Resources, "../common") {
+		t.Errorf("sharded resources %v: want ../common (the same ConfigMap)", sharded.Resources)
+	}
+	for _, r := range sharded.Resources {
+		if r == ".." || r == "../cronjob.yaml" || r == "../serve" {
+			t.Errorf("sharded lists %q: sharded is an alternative to the CronJob and serve, never both", r)
+		}
 	}
 	if base.Namespace != "payments" || serve.Namespace != base.Namespace {
 		t.Errorf("namespace: base %q, serve %q; want payments in both", base.Namespace, serve.Namespace)
@@ -361,6 +378,14 @@ func TestKustomizations(t *testing.T) {
 	}
 }
 
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
 // TestKustomizeBuild runs `kubectl kustomize` on both entry points when
 // kubectl is installed.
 func TestKustomizeBuild(t *testing.T) {
@@ -368,7 +393,7 @@ func TestKustomizeBuild(t *testing.T) {
 	if err != nil {
 		t.Skip("kubectl not installed")
 	}
-	for _, dir := range []string{".", "serve"} {
+	for _, dir := range []string{".", "serve", "sharded"} {
 		out, err := exec.Command(kubectl, "kustomize", dir).CombinedOutput()
 		if err != nil {
 			t.Errorf("kubectl kustomize %s: %v\n%s", dir, err, out)
@@ -382,6 +407,9 @@ func TestKustomizeBuild(t *testing.T) {
 		}
 		if dir == "serve" && (hasCron || !hasServe) {
 			t.Errorf("serve: CronJob %v, Deployment %v; want only the Deployment", hasCron, hasServe)
+		}
+		if dir == "sharded" && (!hasCron || hasServe || !strings.Contains(s, "name: reconciler-sharded\n") || strings.Count(s, "\nkind: CronJob\n") != 1) {
+			t.Errorf("sharded: want only the CronJob reconciler-sharded, got:\n%s", s)
 		}
 		for _, want := range []string{"namespace: payments", "kind: ConfigMap", "name: reconciler-migrate", "app.kubernetes.io/name: reconciler"} {
 			if !strings.Contains(s, want) {
@@ -681,8 +709,8 @@ func TestPodSecurityAndResources(t *testing.T) {
 			}
 		}
 	}
-	if n != 3 {
-		t.Errorf("found %d workloads, want 3 (CronJob, migrate Job, serve Deployment)", n)
+	if n != 4 {
+		t.Errorf("found %d workloads, want 4 (CronJob, sharded CronJob, migrate Job, serve Deployment)", n)
 	}
 }
 
@@ -958,5 +986,78 @@ func TestServe(t *testing.T) {
 	}
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8080 || svc.Spec.Ports[0].TargetPort.String() != "http" {
 		t.Errorf("Service ports %+v: want 8080 -> http", svc.Spec.Ports)
+	}
+}
+
+// TestShardedCronJob: the Indexed Job variant splits the connected accounts
+// across its pods: completions, parallelism and RECONCILER_SHARD_COUNT
+// agree, the pods list the accounts from Stripe and shard from the
+// environment, and a lock held by another run fails only its shard.
+func TestShardedCronJob(t *testing.T) {
+	objs := loadObjects(t)
+	cj, ok := find[*batchv1.CronJob](objs, "CronJob", "reconciler-sharded")
+	if !ok {
+		t.Fatal("CronJob reconciler-sharded not found")
+	}
+	base, ok := find[*batchv1.CronJob](objs, "CronJob", "reconciler")
+	if !ok {
+		t.Fatal("CronJob reconciler not found")
+	}
+	s := cj.Spec
+	if s.ConcurrencyPolicy != batchv1.ForbidConcurrent {
+		t.Errorf("concurrencyPolicy %q, want Forbid", s.ConcurrencyPolicy)
+	}
+	if s.Schedule != base.Spec.Schedule || s.TimeZone == nil || base.Spec.TimeZone == nil || *s.TimeZone != *base.Spec.TimeZone {
+		t.Errorf("schedule %q %v: want the base CronJob's night", s.Schedule, s.TimeZone)
+	}
+	j := s.JobTemplate.Spec
+	if j.CompletionMode == nil || *j.CompletionMode != batchv1.IndexedCompletion {
+		t.Fatalf("completionMode %v, want Indexed (each pod gets JOB_COMPLETION_INDEX)", j.CompletionMode)
+	}
+	if j.Completions == nil || j.Parallelism == nil || *j.Completions < 2 || *j.Parallelism != *j.Completions {
+		t.Fatalf("completions %v parallelism %v: want equal, at least 2", j.Completions, j.Parallelism)
+	}
+	if j.BackoffLimitPerIndex == nil || *j.BackoffLimitPerIndex > 3 {
+		t.Errorf("backoffLimitPerIndex %v: want a small per-shard retry budget", j.BackoffLimitPerIndex)
+	}
+	if j.ActiveDeadlineSeconds == nil || j.TTLSecondsAfterFinished == nil {
+		t.Errorf("want activeDeadlineSeconds and ttlSecondsAfterFinished")
+	}
+	if j.Template.Spec.Hostname == "" {
+		t.Errorf("want a stable pod hostname: the Pushgateway groups run metrics by it (and the shard)")
+	}
+	c := j.Template.Spec.Containers
+	if len(c) != 1 {
+		t.Fatalf("want one container, got %d", len(c))
+	}
+	args := strings.Join(c[0].Args, " ")
+	if !strings.HasPrefix(args, "run --trigger schedule") || !strings.Contains(args, "--accounts-from stripe") || strings.Contains(args, "--shard") || strings.Contains(args, "--account ") {
+		t.Errorf("args %q: want run --trigger schedule --accounts-from stripe, the shard from the environment", args)
+	}
+	env := map[string]string{}
+	for _, e := range c[0].Env {
+		env[e.Name] = e.Value
+	}
+	if want := fmt.Sprint(*j.Completions); env["RECONCILER_SHARD_COUNT"] != want {
+		t.Errorf("RECONCILER_SHARD_COUNT %q, want %s (the completions)", env["RECONCILER_SHARD_COUNT"], want)
+	}
+	if _, ok := env["JOB_COMPLETION_INDEX"]; ok {
+		t.Errorf("JOB_COMPLETION_INDEX is set by Kubernetes for Indexed Jobs; do not set it")
+	}
+	if _, ok := env["STRIPE_API_KEY"]; !ok {
+		t.Errorf("want STRIPE_API_KEY")
+	}
+	actions := map[int32]batchv1.PodFailurePolicyAction{}
+	if j.PodFailurePolicy != nil {
+		for _, r := range j.PodFailurePolicy.Rules {
+			if r.OnExitCodes != nil && r.OnExitCodes.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn {
+				for _, v := range r.OnExitCodes.Values {
+					actions[v] = r.Action
+				}
+			}
+		}
+	}
+	if actions[2] != batchv1.PodFailurePolicyActionFailJob || actions[3] != batchv1.PodFailurePolicyActionFailIndex {
+		t.Errorf("podFailurePolicy: want FailJob on exit 2 and FailIndex on exit 3, got %v", actions)
 	}
 }

@@ -48,12 +48,15 @@ type Server struct {
 	failRateSt  int
 	shouldRetry string
 	rng         *rand.Rand
+	acctFaults  accountFaults // FailAccount (accounts.go)
 
 	requests  atomic.Int64
 	reqSeq    atomic.Int64
 	countMu   sync.Mutex
 	byStatus  map[int]int64
 	byPattern map[string]int64
+
+	corrupt corruptor // malformed.go
 }
 
 // New returns a server; call Start to serve it over HTTP or use Handler.
@@ -217,6 +220,8 @@ func (s *Server) route(method, path string) route {
 		list, get = listPayouts, getPayout
 	case "balance_transactions":
 		list, get = listBalanceTransactions, getBalanceTransaction
+	case "accounts":
+		list = s.listAccounts // accounts.go
 	}
 	base := "/v1/" + parts[1]
 	switch {
@@ -239,6 +244,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache, no-store")
 
 	status, body := s.respond(rt, r, h)
+	body = s.corruptBody(rt.pattern, status, body)
 	s.countMu.Lock()
 	s.byStatus[status]++
 	s.byPattern[rt.pattern]++
@@ -250,6 +256,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) respond(rt route, r *http.Request, h http.Header) (int, []byte) {
 	latency, failStatus, retry := s.fault()
+	if failStatus == 0 {
+		failStatus = s.accountFailure(r) // FailAccount (accounts.go)
+	}
 	if latency > 0 {
 		t := time.NewTimer(latency)
 		select {
