@@ -152,6 +152,19 @@ func Decide(local Local, changes []Change) Plan {
 		l := *p.Latest // keep Latest valid if Steps is appended to later
 		p.Latest = &l
 	}
+	if !local.Exists && p.Latest != nil && (p.Amount <= 0 || p.Currency == "") {
+		// No row is made up: a payment is created only from a provider
+		// record with a usable amount and currency.
+		p.Items = append(p.Items, Item{
+			Kind: models.KindMismatch, Action: models.ActionRefused,
+			LocalState: models.StateNone, ProviderState: string(p.Latest.To),
+			Detail: map[string]any{
+				"explanation":   "The payment is unknown locally and the provider's record carries no usable amount or currency; it was not created, a person must look.",
+				"provider_time": p.Latest.At.UTC().Format(time.RFC3339Nano),
+			},
+		})
+		p.Latest, p.Steps = nil, nil
+	}
 	if local.Exists && p.Amount > 0 && (p.Amount != local.Amount || (p.Currency != "" && p.Currency != local.Currency)) {
 		p.Items = append(p.Items, Item{
 			Kind: models.KindMismatch, Action: models.ActionReported,

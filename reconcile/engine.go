@@ -393,6 +393,16 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	var pending Page
 	ids := map[string]bool{}
 	err := e.o.Provider.ListChanges(rctx, ListParams{Account: e.o.Account, Since: w.since, Until: w.until, After: w.after, AfterAt: w.afterAt}, func(p Page) error {
+		// A provider listing a fact after the window it was asked for is
+		// broken: applying it would stamp rows with a future time that
+		// refuses every real fact until then.
+		limit := w.until.Add(time.Second) // Stripe's times are whole seconds
+		for _, c := range p.Changes {
+			if c.At.After(limit) {
+				return fmt.Errorf("provider listed %s (payment %s) at %s, after the window's end %s: refusing the page",
+					orNone(c.EventID), c.ProviderID, c.At.UTC().Format(time.RFC3339), w.until.Format(time.RFC3339))
+			}
+		}
 		pending.Events = append(pending.Events, p.Events...)
 		pending.Changes = append(pending.Changes, p.Changes...)
 		if p.Cursor != "" {
@@ -448,6 +458,22 @@ func (e *engine) stuck(ctx context.Context, now time.Time) error {
 	}
 	e.log.Info("re-fetching stuck payments", "count", len(ids))
 	changes, err := e.o.Provider.Fetch(ctx, FetchParams{Account: e.o.Account, ProviderIDs: ids})
+	asked := map[string]bool{}
+	for _, id := range ids {
+		asked[id] = true
+	}
+	kept := changes[:0]
+	for _, c := range changes {
+		switch {
+		case !asked[c.ProviderID]:
+			err = errors.Join(err, fmt.Errorf("re-fetch answered for payment %q, which was not asked for", c.ProviderID))
+		case c.At.After(now.Add(time.Minute)):
+			err = errors.Join(err, fmt.Errorf("re-fetched payment %s carries a time in the future (%s)", c.ProviderID, c.At.UTC().Format(time.RFC3339)))
+		default:
+			kept = append(kept, c)
+		}
+	}
+	changes = kept
 	if len(changes) > 0 {
 		if berr := e.batch(ctx, Page{Changes: changes}); berr != nil {
 			return errors.Join(err, berr)
@@ -668,6 +694,13 @@ func describe(it *Item, row Local, p Plan) {
 	if _, ok := it.Detail["amount_refunded"]; !ok {
 		it.Detail["amount_refunded"] = row.AmountRefunded
 	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "a change"
+	}
+	return "event " + s
 }
 
 func toItemRow(id string, it Item) itemRow {

@@ -300,7 +300,7 @@ func TestFaultNegativeAmountsNeverChangeARow(t *testing.T) {
 	e.fake.CorruptNext(stripefake.CorruptNegativeAmount, 1000)
 	res, err := e.tryRun(nil)
 	require.NoError(t, err)
-	e.assertConverged(res.Run.ID)
+	e.assertExplained(res.Run.ID) // the payments missing locally are refused, not invented
 	after := e.rows()
 	for _, pi := range pis {
 		if b, ok := before[pi]; ok {
@@ -311,11 +311,6 @@ func TestFaultNegativeAmountsNeverChangeARow(t *testing.T) {
 }
 
 func TestFaultNegativeAmountCreatesNoInventedRow(t *testing.T) {
-	t.Skip("BUG: a payment missing locally whose only amount-carrying facts are payment intent snapshots with a negative amount " +
-		"is created with amount 0 and currency '' (reconcile.Decide keeps a fact's amount and currency only when amount > 0, " +
-		"and batch inserts the row from Plan.Amount/Plan.Currency unconditionally), and no drift item mentions the provider's amount: " +
-		"invented values in a payments row. Expected: the row carries the provider's currency and is not created with an amount " +
-		"the provider never reported (report it for a human instead, e.g. a mismatch/refused item)")
 	e := newEnv(t)
 	faultFixture(e)
 	e.fake.CorruptNext(stripefake.CorruptNegativeAmount, 1000)
@@ -334,10 +329,6 @@ func TestFaultNegativeAmountCreatesNoInventedRow(t *testing.T) {
 // broke the created[lt] bound of the query) or leaves such events out; either
 // way no row moves to a future time and the next real fact applies.
 func TestFaultFutureTimestampsNeverBlockLaterFacts(t *testing.T) {
-	t.Skip("BUG: an event listed with created after the window's end (a year after now) is applied at that time: " +
-		"stripe ListChanges does not check ev.Created against [since, until) and the engine does not check Change.At against " +
-		"the window or now, so the run succeeds and sets source_updated_at = now+1y on every payment it touches; the guard then " +
-		"refuses every real later fact (a refund an hour later) as stale for a year")
 	e := newEnv(t)
 	forbidBackwards(t, e.db.DB)
 	pis := faultFixture(e)

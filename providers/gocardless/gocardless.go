@@ -407,6 +407,9 @@ func (p *Provider) Fetch(ctx context.Context, fp reconcile.FetchParams) ([]recon
 		if err := json.Unmarshal(r.Payments, &pm); err != nil {
 			return out, fmt.Errorf("decode gocardless payment %s: %w", id, err)
 		}
+		if pm.ID != id {
+			return out, fmt.Errorf("get gocardless payment %s: the answer is for %q", id, pm.ID)
+		}
 		out = append(out, fetchedChange(pm, r.Payments))
 	}
 	return out, nil

@@ -47,14 +47,14 @@ func piID(pi *stripego.PaymentIntent) string {
 // mapEvent turns one event into changes. A payout.paid event lists the
 // balance transactions it paid out (one list request per 100 charges).
 func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) ([]reconcile.Change, error) {
-	if len(ev.Data.Object) == 0 {
+	if ev.obj == nil {
 		return nil, fmt.Errorf("stripe event %s has no data", ev.ID)
 	}
 	t := at(ev.Created)
 	base := reconcile.Change{At: t, EventID: ev.ID, EventType: ev.Type}
 	typ := ev.Type
 	decode := func(kind string, v any) error {
-		if err := json.Unmarshal(ev.Data.Object, v); err != nil {
+		if err := fill(ev.obj, v); err != nil {
 			return fmt.Errorf("decode %s in stripe event %s: %w", kind, ev.ID, err)
 		}
 		return nil
@@ -116,9 +116,7 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 		return keep(c), nil
 
 	case typ == "payout.paid":
-		var po struct {
-			ID string `json:"id"`
-		}
+		var po leanPayout
 		if err := decode("payout", &po); err != nil {
 			return nil, err
 		}

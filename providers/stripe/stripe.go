@@ -298,6 +298,9 @@ func (p *Provider) Fetch(ctx context.Context, fp reconcile.FetchParams) ([]recon
 			}
 			return out, fmt.Errorf("get stripe payment intent %s: %w", id, translate(err))
 		}
+		if pi.ID != id {
+			return out, fmt.Errorf("get stripe payment intent %s: the answer is for %q", id, pi.ID)
+		}
 		raw, err := json.Marshal(pi)
 		if err != nil {
 			return out, fmt.Errorf("encode payment intent %s: %w", id, err)
@@ -313,6 +316,15 @@ func translate(err error) error {
 	var se *stripego.Error
 	if errors.As(err, &se) {
 		return &APIError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code), Message: se.Msg, RequestID: se.RequestID}
+	}
+	// stripe-go quotes part of an undecodable body, which may carry
+	// customer data: never let it reach logs or the run record.
+	if msg := err.Error(); strings.Contains(msg, "body sample:") {
+		cause := ""
+		if i := strings.LastIndex(msg, "): "); i >= 0 {
+			cause = ": " + msg[i+3:]
+		}
+		return fmt.Errorf("stripe: the response body is not the JSON expected%s", cause)
 	}
 	return err
 }
