@@ -23,7 +23,8 @@ lint: ## gofmt, go vet, staticcheck
 image: ## build the container image (needs a Docker engine)
 	docker build --build-arg VERSION=$(VERSION) -t reconciler:$(VERSION) .
 
-bench: ## the end-to-end benchmark (10,000 payments) against a throwaway PostgreSQL
+bench: ## benchmarks of DESIGN section 9: the built binary at 10k, 100k and 1M events, and under a rate limit (about 10 minutes)
+	./scripts/test.sh ./bench/ -run '^$$' -bench . -benchtime 1x -count 3 -timeout 60m
 	./scripts/test.sh ./reconcile/ -run '^$$' -bench BenchmarkRun -benchtime 3x
 
 ci: ## what CI runs

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 )
 
 // startProfiles writes a CPU profile to $RECONCILER_CPUPROFILE and a heap
@@ -29,4 +31,23 @@ func startProfiles(getenv func(string) string) (stop func()) {
 			}
 		}
 	}
+}
+
+// peakRSSMiB is the process's peak resident set (VmHWM, Linux), 0 when
+// unknown. A child's rusage cannot tell it: Linux carries the parent's peak
+// across fork and exec into it.
+func peakRSSMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb float64
+			if _, err := fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb); err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return 0
 }

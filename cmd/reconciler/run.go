@@ -231,6 +231,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 	sum := summarize(total, jobs, outs)
 	sum.log(log, fo.shard)
+	log.Info("process", "peak_rss_mib", peakRSSMiB())
 	if u := cfg.Metrics.PushgatewayURL; u != "" {
 		host, _ := os.Hostname()
 		if err := m.Push(context.WithoutCancel(ctx), u, pushInstance(host, fo.shard)); err != nil {
