@@ -250,13 +250,14 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 			bw.WriteString(`"items":[`)
 		}
 		n := 0
-		var batch []models.DriftItem
-		err := db.WithContext(ctx).Where("run_id = ?", id).Order(byPriority).FindInBatches(&batch, 5000, func(*gorm.DB, int) error {
-			for _, it := range batch {
+		// Keyset pages per action, those needing a human first: memory
+		// stays flat however many items a run has.
+		err := eachItem(ctx, db, id, func(it models.DriftItem) error {
+			{
 				item := itemOf(r, it)
 				if cw != nil {
 					writeCSVRow(cw, rr, item)
-					continue
+					return nil
 				}
 				b, err := json.Marshal(item)
 				if err != nil {
@@ -270,7 +271,7 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 				n++
 			}
 			return nil
-		}).Error
+		})
 		if err != nil {
 			return fmt.Errorf("read drift items of run %d: %w", id, err)
 		}
@@ -290,6 +291,31 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 		bw.WriteString("\n  ]\n}\n")
 	}
 	return bw.Flush()
+}
+
+// eachItem calls fn with every drift item of a run, refused first, then
+// reported, then repaired, each by id, reading 5000 at a time.
+func eachItem(ctx context.Context, db *gorm.DB, runID int64, fn func(models.DriftItem) error) error {
+	for _, action := range []string{models.ActionRefused, models.ActionReported, models.ActionRepaired} {
+		var last int64
+		for {
+			var batch []models.DriftItem
+			if err := db.WithContext(ctx).Where("run_id = ? AND action = ? AND id > ?", runID, action, last).
+				Order("id").Limit(5000).Find(&batch).Error; err != nil {
+				return err
+			}
+			for _, it := range batch {
+				if err := fn(it); err != nil {
+					return err
+				}
+			}
+			if len(batch) < 5000 {
+				break
+			}
+			last = batch[len(batch)-1].ID
+		}
+	}
+	return nil
 }
 
 // withLinks fills the dashboard links a hand-built report lacks.

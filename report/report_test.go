@@ -14,6 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"context"
+	"fmt"
+	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/models"
 )
 
@@ -277,4 +280,53 @@ func TestMarkdownCellsSurviveNewlinesAndPipes(t *testing.T) {
 	if !strings.Contains(b.String(), "first<br>second \\| third<br>fourth") {
 		t.Fatalf("error not escaped:\n%s", b.String())
 	}
+}
+
+// Streamed reports list every item exactly once, those needing a human
+// first, across many keyset pages.
+func TestWriteStreamsEveryItemOnce(t *testing.T) {
+	db := pgtest.New(t)
+	now := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	run := models.Run{Provider: "stripe", WindowStart: now, WindowEnd: now, StartedAt: now, Status: "succeeded", Trigger: "manual", Notes: models.JSON(`{}`)}
+	require.NoError(t, db.Create(&run).Error)
+	actions := []string{models.ActionRepaired, models.ActionRefused, models.ActionRepaired, models.ActionReported}
+	var items []models.DriftItem
+	for i := range 12003 {
+		a := actions[i%len(actions)]
+		kind := map[string]string{models.ActionRepaired: "behind", models.ActionRefused: "stale", models.ActionReported: "mismatch"}[a]
+		items = append(items, models.DriftItem{RunID: run.ID, Provider: "stripe", ProviderID: fmt.Sprintf("pi_%05d", i), Kind: kind, Action: a, Detail: models.JSON(`{}`)})
+	}
+	require.NoError(t, db.CreateInBatches(items, 2000).Error)
+	for _, format := range []string{"json", "csv"} {
+		var buf bytes.Buffer
+		require.NoError(t, Write(context.Background(), &buf, db.DB, format, run.ID))
+		var ids []string
+		var acts []string
+		if format == "json" {
+			var rep Report
+			require.NoError(t, json.Unmarshal(buf.Bytes(), &rep))
+			for _, it := range rep.Runs[0].Items {
+				ids, acts = append(ids, it.ProviderID), append(acts, it.Action)
+			}
+		} else {
+			rows, err := csv.NewReader(&buf).ReadAll()
+			require.NoError(t, err)
+			for _, r := range rows[1:] {
+				ids, acts = append(ids, r[4]), append(acts, r[6])
+			}
+		}
+		require.Len(t, ids, len(items), format)
+		seen := map[string]bool{}
+		for _, id := range ids {
+			require.False(t, seen[id], "%s: %s twice", format, id)
+			seen[id] = true
+		}
+		for i := 1; i < len(acts); i++ {
+			require.LessOrEqual(t, priority(Item{Action: acts[i-1]}), priority(Item{Action: acts[i]}), "%s: needing a human first", format)
+		}
+	}
+	rep, err := LoadLimited(context.Background(), db.DB, 100, run.ID)
+	require.NoError(t, err)
+	require.Len(t, rep.Runs[0].Items, 100)
+	require.Equal(t, int64(len(items)-100), rep.Runs[0].ItemsOmitted)
 }

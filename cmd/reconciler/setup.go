@@ -108,7 +108,10 @@ func openDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*gorm.DB,
 		return nil, err
 	}
 	sqlDB.SetMaxOpenConns(cfg.Database.MaxOpenConns)
-	sqlDB.SetMaxIdleConns(cfg.Database.MaxOpenConns)
+	// A connection keeps buffers as large as the largest batch it carried:
+	// few idle connections, closed soon, keep the process's memory flat.
+	sqlDB.SetMaxIdleConns(2)
+	sqlDB.SetConnMaxIdleTime(30 * time.Second)
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := sqlDB.PingContext(pctx); err != nil {
