@@ -22,6 +22,9 @@ import (
 // Name is the provider's name in the database.
 const Name = "stripe"
 
+// maxChangesPerPage bounds the changes of one page (a payout's settlements).
+const maxChangesPerPage = 1000
+
 // EventRetention is how long Stripe's event log keeps events.
 const EventRetention = 30 * 24 * time.Hour
 
@@ -206,7 +209,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 
 	var page reconcile.Page
 	flush := func() error {
-		if len(page.Events) == 0 {
+		if len(page.Events) == 0 && len(page.Changes) == 0 {
 			return nil
 		}
 		err := fn(page)
@@ -220,6 +223,16 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		}
 		at := time.Unix(ev.Created, 0).UTC()
 		page.Events = append(page.Events, reconcile.Event{ID: ev.ID, Type: ev.Type, At: at, Payload: ev.raw})
+		// A payout can settle tens of thousands of charges: deliver them in
+		// pages of their own so that a batch stays small. The payout's event
+		// goes with the first; the cursor moves past it with the last.
+		for len(changes) > maxChangesPerPage {
+			page.Changes = append(page.Changes, changes[:maxChangesPerPage]...)
+			changes = changes[maxChangesPerPage:]
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		page.Changes = append(page.Changes, changes...)
 		page.Cursor, page.CursorAt = ev.ID, at
 		if int64(len(page.Events)) >= p.page {
