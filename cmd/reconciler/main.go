@@ -59,7 +59,7 @@ func main() {
 		// The live heap stays near 35 MiB (three batches in flight); a soft
 		// limit keeps the garbage collector from letting the heap double
 		// past it, so the process fits a small pod. GOMEMLIMIT overrides.
-		debug.SetMemoryLimit(80 << 20)
+		debug.SetMemoryLimit(64 << 20)
 	}
 	stopProfiles := startProfiles(os.Getenv)
 	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
