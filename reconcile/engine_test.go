@@ -3,7 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -124,45 +123,7 @@ func syntheticIDs(t *testing.T, db *gorm.DB) []string {
 	return ids
 }
 
-// install a trigger that fails any update moving a payment backwards, off an
-// allowed edge, or back in provider time: the tests' witness for "never".
-func forbidBackwards(t *testing.T, db *gorm.DB) {
-	var pairs []string
-	for _, from := range models.States {
-		for _, to := range models.States {
-			if models.CanMove(from, to) {
-				pairs = append(pairs, fmt.Sprintf("'%s>%s'", from, to))
-			}
-		}
-	}
-	require.NoError(t, db.Exec(fmt.Sprintf(`
-CREATE FUNCTION forbid_backwards() RETURNS trigger AS $$
-BEGIN
-  IF NEW.state <> OLD.state AND NOT (OLD.state || '>' || NEW.state) = ANY (ARRAY[%s]) THEN
-    RAISE EXCEPTION 'backward move %% -> %%', OLD.state, NEW.state;
-  END IF;
-  IF OLD.source_updated_at IS NOT NULL AND NEW.source_updated_at < OLD.source_updated_at THEN
-    RAISE EXCEPTION 'moved back in provider time';
-  END IF;
-  IF NEW.amount_refunded < OLD.amount_refunded THEN
-    RAISE EXCEPTION 'amount_refunded lowered';
-  END IF;
-  RETURN NEW;
-END $$ LANGUAGE plpgsql;
-CREATE TRIGGER forbid_backwards BEFORE UPDATE ON payments FOR EACH ROW EXECUTE FUNCTION forbid_backwards();`,
-		joinComma(pairs))).Error)
-}
-
-func joinComma(s []string) string {
-	out := ""
-	for i, v := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += v
-	}
-	return out
-}
+func forbidBackwards(t *testing.T, db *gorm.DB) { pgtest.ForbidBackwards(t, db) }
 
 func TestMissingLocal(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {

@@ -13,7 +13,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/internal/webhooksim"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/stripe"
@@ -56,37 +56,7 @@ func faultAccount(t *testing.T, w *world, payments int, seed int64) (wantSynthet
 	return wantSynthetic, delivered
 }
 
-// installForbidBackwards makes any update that moves a payment backwards,
-// off an allowed edge, back in provider time, or lowers amount_refunded
-// fail (the same witness as reconcile's engine tests): a run that tried
-// would fail loudly.
-func installForbidBackwards(t *testing.T, db *gorm.DB) {
-	t.Helper()
-	var pairs []string
-	for _, from := range models.States {
-		for _, to := range models.States {
-			if models.CanMove(from, to) {
-				pairs = append(pairs, fmt.Sprintf("'%s>%s'", from, to))
-			}
-		}
-	}
-	require.NoError(t, db.Exec(fmt.Sprintf(`
-CREATE FUNCTION forbid_backwards() RETURNS trigger AS $$
-BEGIN
-  IF NEW.state <> OLD.state AND NOT (OLD.state || '>' || NEW.state) = ANY (ARRAY[%s]) THEN
-    RAISE EXCEPTION 'backward move %% -> %%', OLD.state, NEW.state;
-  END IF;
-  IF OLD.source_updated_at IS NOT NULL AND NEW.source_updated_at < OLD.source_updated_at THEN
-    RAISE EXCEPTION 'moved back in provider time';
-  END IF;
-  IF NEW.amount_refunded < OLD.amount_refunded THEN
-    RAISE EXCEPTION 'amount_refunded lowered';
-  END IF;
-  RETURN NEW;
-END $$ LANGUAGE plpgsql;
-CREATE TRIGGER forbid_backwards BEFORE UPDATE ON payments FOR EACH ROW EXECUTE FUNCTION forbid_backwards();`,
-		strings.Join(pairs, ","))).Error)
-}
+func installForbidBackwards(t *testing.T, db *gorm.DB) { pgtest.ForbidBackwards(t, db) }
 
 // assertEventsOnce: every missed event of a listed type is recorded exactly
 // once, and nothing else was added.

@@ -125,3 +125,37 @@ func sanitize(s string) string {
 	}
 	return b.String()
 }
+
+// ForbidBackwards installs a trigger that fails any update of payments that
+// moves a row off an allowed edge, back in provider time, or lowers
+// amount_refunded: the tests' witness that "never" holds. PostgreSQL only.
+func ForbidBackwards(t testing.TB, db *gorm.DB) {
+	t.Helper()
+	var pairs []string
+	for _, from := range models.States {
+		for _, to := range models.States {
+			if models.CanMove(from, to) {
+				pairs = append(pairs, fmt.Sprintf("'%s>%s'", from, to))
+			}
+		}
+	}
+	err := db.Exec(fmt.Sprintf(`
+CREATE FUNCTION forbid_backwards() RETURNS trigger AS $$
+BEGIN
+  IF NEW.state <> OLD.state AND NOT (OLD.state || '>' || NEW.state) = ANY (ARRAY[%s]) THEN
+    RAISE EXCEPTION 'backward move %% -> %%', OLD.state, NEW.state;
+  END IF;
+  IF OLD.source_updated_at IS NOT NULL AND NEW.source_updated_at < OLD.source_updated_at THEN
+    RAISE EXCEPTION 'moved back in provider time';
+  END IF;
+  IF NEW.amount_refunded < OLD.amount_refunded THEN
+    RAISE EXCEPTION 'amount_refunded lowered';
+  END IF;
+  RETURN NEW;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER forbid_backwards BEFORE UPDATE ON payments FOR EACH ROW EXECUTE FUNCTION forbid_backwards();`,
+		strings.Join(pairs, ","))).Error
+	if err != nil {
+		t.Fatalf("install forbid_backwards: %v", err)
+	}
+}
