@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/internal/jsonw"
 	"github.com/reconciler/reconciler/models"
 )
 
@@ -316,10 +317,7 @@ func eventsJSON(rows []eventRow) string {
 	return string(append(b, ']'))
 }
 
-func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
-}
+func appendString(b []byte, s string) []byte { return jsonw.String(b, s) }
 
 // missingEvents counts which of ids webhook_events lacks (dry runs).
 func (s *store) missingEvents(tx *gorm.DB, source string, ids []string) (int64, error) {

@@ -1,8 +1,8 @@
 package stripefake
 
 import (
+	"github.com/reconciler/reconciler/internal/jsonw"
 	"strconv"
-	"unicode/utf8"
 )
 
 // Hand-written JSON appenders: the objects are rendered straight into byte
@@ -12,44 +12,7 @@ import (
 // APIVersion is the Stripe API version the fake renders objects in.
 const APIVersion = "2023-10-16"
 
-const hexDigits = "0123456789abcdef"
-
-func appendStr(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, `\u202`...)
-			b = append(b, hexDigits[r&0xF])
-		default:
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
-}
+func appendStr(b []byte, v string) []byte { return jsonw.String(b, v) }
 
 func appendKey(b []byte, k string) []byte {
 	b = append(b, ',', '"')
