@@ -17,6 +17,7 @@
 package gcfake
 
 import (
+	"github.com/reconciler/reconciler/internal/fakekit"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -75,11 +76,8 @@ type Server struct {
 	rlUsed    int
 	rlStarted bool
 
-	requests  atomic.Int64
-	reqSeq    atomic.Int64
-	countMu   sync.Mutex
-	byStatus  map[int]int64
-	byPattern map[string]int64
+	reqSeq atomic.Int64
+	counts fakekit.Counter
 }
 
 // New returns a server; call Start to serve it over HTTP or use Handler.
@@ -91,8 +89,6 @@ func New(opts Options) *Server {
 		statusIdx: map[string]uint16{},
 		actionIdx: map[string]uint16{},
 		rng:       rand.New(rand.NewPCG(uint64(opts.Seed), 0x6C_FA4E_5EED)),
-		byStatus:  map[int]int64{},
-		byPattern: map[string]int64{},
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -178,29 +174,17 @@ func (s *Server) SetRateLimit(limit int, window time.Duration) {
 }
 
 // Requests returns the number of HTTP requests received.
-func (s *Server) Requests() int64 { return s.requests.Load() }
+func (s *Server) Requests() int64 { return s.counts.Requests() }
 
 // RequestsByStatus returns the number of responses per HTTP status.
 func (s *Server) RequestsByStatus() map[int]int64 {
-	s.countMu.Lock()
-	defer s.countMu.Unlock()
-	m := make(map[int]int64, len(s.byStatus))
-	for k, v := range s.byStatus {
-		m[k] = v
-	}
-	return m
+	return s.counts.ByStatus()
 }
 
 // RequestsByPath returns the number of requests per path pattern, such as
 // "/events" or "/payments/{id}"; unknown paths count under "unknown".
 func (s *Server) RequestsByPath() map[string]int64 {
-	s.countMu.Lock()
-	defer s.countMu.Unlock()
-	m := make(map[string]int64, len(s.byPattern))
-	for k, v := range s.byPattern {
-		m[k] = v
-	}
-	return m
+	return s.counts.ByPattern()
 }
 
 // defaultLimit is what the rate-limit headers report when no limit is set.
@@ -300,7 +284,7 @@ func (s *Server) route(path string) route {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	s.requests.Add(1)
+	s.counts.Received()
 	rt := s.route(r.URL.Path)
 	reqID := s.ids.id(kRequest, int(s.reqSeq.Add(1)))
 	h := w.Header()
@@ -308,10 +292,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Request-Id", reqID)
 
 	status, body := s.respond(rt, r, h, reqID)
-	s.countMu.Lock()
-	s.byStatus[status]++
-	s.byPattern[rt.pattern]++
-	s.countMu.Unlock()
+	s.counts.Answered(status, rt.pattern)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)

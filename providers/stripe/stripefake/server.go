@@ -9,6 +9,7 @@
 package stripefake
 
 import (
+	"github.com/reconciler/reconciler/internal/fakekit"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -50,11 +51,8 @@ type Server struct {
 	rng         *rand.Rand
 	acctFaults  accountFaults // FailAccount (accounts.go)
 
-	requests  atomic.Int64
-	reqSeq    atomic.Int64
-	countMu   sync.Mutex
-	byStatus  map[int]int64
-	byPattern map[string]int64
+	reqSeq atomic.Int64
+	counts fakekit.Counter
 
 	corrupt corruptor // malformed.go
 }
@@ -62,12 +60,10 @@ type Server struct {
 // New returns a server; call Start to serve it over HTTP or use Handler.
 func New(opts Options) *Server {
 	s := &Server{
-		opts:      opts,
-		now:       opts.Now,
-		accounts:  map[string]*Account{},
-		rng:       rand.New(rand.NewPCG(uint64(opts.Seed), 0x5712_1FE_FA4E)),
-		byStatus:  map[int]int64{},
-		byPattern: map[string]int64{},
+		opts:     opts,
+		now:      opts.Now,
+		accounts: map[string]*Account{},
+		rng:      rand.New(rand.NewPCG(uint64(opts.Seed), 0x5712_1FE_FA4E)),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -149,30 +145,18 @@ func (s *Server) SetShouldRetryHeader(v string) {
 }
 
 // Requests returns the number of HTTP requests received.
-func (s *Server) Requests() int64 { return s.requests.Load() }
+func (s *Server) Requests() int64 { return s.counts.Requests() }
 
 // RequestsByStatus returns the number of responses per HTTP status.
 func (s *Server) RequestsByStatus() map[int]int64 {
-	s.countMu.Lock()
-	defer s.countMu.Unlock()
-	m := make(map[int]int64, len(s.byStatus))
-	for k, v := range s.byStatus {
-		m[k] = v
-	}
-	return m
+	return s.counts.ByStatus()
 }
 
 // RequestsByPath returns the number of requests per path pattern, such as
 // "/v1/events" or "/v1/payment_intents/{id}"; unknown paths count under
 // "unknown".
 func (s *Server) RequestsByPath() map[string]int64 {
-	s.countMu.Lock()
-	defer s.countMu.Unlock()
-	m := make(map[string]int64, len(s.byPattern))
-	for k, v := range s.byPattern {
-		m[k] = v
-	}
-	return m
+	return s.counts.ByPattern()
 }
 
 // fault decides whether this request gets an injected failure.
@@ -234,7 +218,7 @@ func (s *Server) route(method, path string) route {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	s.requests.Add(1)
+	s.counts.Received()
 	rt := s.route(r.Method, r.URL.Path)
 	reqID := "req_" + strconv.FormatUint(splitmix64(uint64(s.opts.Seed)^uint64(s.reqSeq.Add(1)))%(1<<62), 36)
 	h := w.Header()
@@ -245,10 +229,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	status, body := s.respond(rt, r, h)
 	body = s.corruptBody(rt.pattern, status, body)
-	s.countMu.Lock()
-	s.byStatus[status]++
-	s.byPattern[rt.pattern]++
-	s.countMu.Unlock()
+	s.counts.Answered(status, rt.pattern)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)
