@@ -57,8 +57,14 @@ type Payment struct {
 	Currency        string
 	AmountRefunded  int64
 	SourceUpdatedAt *time.Time
-	CreatedAt       time.Time `gorm:"<-:false"`
-	UpdatedAt       time.Time `gorm:"<-:false"`
+	// SettledAt and PayoutID record the payout that paid the payment out,
+	// whatever its state (DESIGN section 2: settlement is a fact of its own).
+	SettledAt *time.Time
+	PayoutID  *string
+	// AmountCaptured is set when the captured amount differs from Amount.
+	AmountCaptured *int64
+	CreatedAt      time.Time `gorm:"<-:false"`
+	UpdatedAt      time.Time `gorm:"<-:false"`
 }
 
 // TableName pins the contract's table name.
@@ -119,10 +125,13 @@ type Run struct {
 	Refused         int64
 	Reported        int64
 	SyntheticEvents int64
-	APIRequests     int64
-	EventsRead      int64
-	Error           *string
-	Notes           JSON `gorm:"type:jsonb"`
+	// SettlementsRecorded counts settled_at/payout_id filled in that the
+	// live worker left empty: bookkeeping, not drift.
+	SettlementsRecorded int64
+	APIRequests         int64
+	EventsRead          int64
+	Error               *string
+	Notes               JSON `gorm:"type:jsonb"`
 	// ProgressCursor and ProgressAt name the last event of the last
 	// committed batch: a rerun resumes after it.
 	ProgressCursor *string
@@ -147,6 +156,9 @@ const (
 	ActionRepaired = "repaired"
 	ActionRefused  = "refused"
 	ActionReported = "reported"
+	// ActionDelivered: the missed event was handed to the application's own
+	// worker (repair: deliver) instead of being applied by the job.
+	ActionDelivered = "delivered"
 )
 
 // DriftItem is a row of drift_items: one thing a run repaired, refused or

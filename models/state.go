@@ -37,8 +37,10 @@ var edges = map[State][]State{
 	StateCreated:    {StateAuthorised, StateCaptured, StateSettled, StateRefunded, StateCanceled, StateFailed},
 	StateAuthorised: {StateCaptured, StateSettled, StateRefunded, StateCanceled, StateFailed},
 	StateCaptured:   {StateSettled, StateRefunded, StateChargeback, StateFailed},
-	StateSettled:    {StateRefunded, StateChargeback},
-	StateRefunded:   {StateChargeback},
+	// A Direct Debit can fail after it was paid out (GoCardless
+	// late_failure_settled).
+	StateSettled:  {StateRefunded, StateChargeback, StateFailed},
+	StateRefunded: {StateChargeback},
 }
 
 var predecessors = func() map[State][]State {
@@ -122,9 +124,20 @@ func Predecessors(to State) []State { return predecessors[to] }
 // state cur whose current state was established at curAt may move to `to`,
 // established at at, only along an allowed edge and never back in provider
 // time. Equal times are allowed, so same-second facts resolve by rank.
+//
+// The one exception (TimeExempt): a refund or a lost dispute is never stale
+// against a settlement, because a payout undoes neither; a refund made
+// before the payout that swept the charge still refunds it.
 func Guard(cur State, curAt *time.Time, to State, at time.Time) bool {
 	if cur == StateNone || !CanMove(cur, to) {
 		return false
 	}
-	return curAt == nil || !curAt.After(at)
+	return curAt == nil || !curAt.After(at) || TimeExempt(cur, to)
+}
+
+// TimeExempt reports whether the edge cur → to passes the guard whatever the
+// times: settled → refunded and settled → chargeback. On these edges alone
+// source_updated_at may move back in time (to the refund's or dispute's).
+func TimeExempt(cur, to State) bool {
+	return cur == StateSettled && (to == StateRefunded || to == StateChargeback)
 }

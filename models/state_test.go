@@ -19,7 +19,7 @@ func init() {
 	add(StateCreated, StateAuthorised, StateCaptured, StateSettled, StateRefunded, StateCanceled, StateFailed)
 	add(StateAuthorised, StateCaptured, StateSettled, StateRefunded, StateCanceled, StateFailed)
 	add(StateCaptured, StateSettled, StateRefunded, StateChargeback, StateFailed)
-	add(StateSettled, StateRefunded, StateChargeback)
+	add(StateSettled, StateRefunded, StateChargeback, StateFailed) // GoCardless late_failure_settled
 	add(StateRefunded, StateChargeback)
 }
 
@@ -74,6 +74,11 @@ func TestGuard(t *testing.T) {
 		{"backward never", StateSettled, &before, StateCaptured, t0, false},
 		{"from terminal never", StateCanceled, &before, StateCaptured, t0, false},
 		{"same state is no move", StateCaptured, &before, StateCaptured, t0, false},
+		{"a refund before the payout still refunds", StateSettled, &after, StateRefunded, t0, true},
+		{"a dispute lost before the payout still charges back", StateSettled, &after, StateChargeback, t0, true},
+		{"the payout's time guards everything else", StateSettled, &after, StateFailed, t0, false},
+		{"the exception is settled's alone", StateCaptured, &after, StateRefunded, t0, false},
+		{"a late Direct Debit failure after payout", StateSettled, &before, StateFailed, t0, true},
 	}
 	for _, c := range cases {
 		if got := Guard(c.cur, c.curAt, c.to, c.at); got != c.want {

@@ -128,6 +128,12 @@ func (r localRow) local() Local {
 
 // load reads the rows of ids in one statement.
 func (s *store) load(tx *gorm.DB, provider string, ids []string) (map[string]Local, error) {
+	if len(ids) == 0 {
+		// A page whose events map to no payment (a charge without a
+		// PaymentIntent, a payout of only transfers): nothing to read, and
+		// json.Marshal(nil) is the scalar null, not an array.
+		return map[string]Local{}, nil
+	}
 	arg, err := jsonArg(ids)
 	if err != nil {
 		return nil, err
@@ -208,7 +214,8 @@ func (s *store) applySteps(tx *gorm.DB, provider string, steps []stepRow) (map[s
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, to_state text, preds text, at timestamptz, refund bigint)
 		WHERE p.provider = ? AND p.provider_id = v.provider_id
 		  AND p.state = ANY(string_to_array(v.preds, ','))
-		  AND (p.source_updated_at IS NULL OR p.source_updated_at <= v.at)
+		  AND (p.source_updated_at IS NULL OR p.source_updated_at <= v.at
+		       OR (p.state = 'settled' AND v.to_state IN ('refunded', 'chargeback')))
 		RETURNING p.provider_id`, `UPDATE payments AS p
 		SET state = v.to_state, source_updated_at = `+sqlTime(`v.at`)+`,
 		    amount_refunded = max(p.amount_refunded, v.refund), updated_at = CURRENT_TIMESTAMP
@@ -217,7 +224,8 @@ func (s *store) applySteps(tx *gorm.DB, provider string, steps []stepRow) (map[s
 		      FROM json_each(?)) AS v
 		WHERE p.provider = ? AND p.provider_id = v.provider_id
 		  AND instr(',' || v.preds || ',', ',' || p.state || ',') > 0
-		  AND (p.source_updated_at IS NULL OR julianday(p.source_updated_at) <= julianday(v.at))
+		  AND (p.source_updated_at IS NULL OR julianday(p.source_updated_at) <= julianday(v.at)
+		       OR (p.state = 'settled' AND v.to_state IN ('refunded', 'chargeback')))
 		RETURNING provider_id`), arg, provider); err != nil {
 		return nil, fmt.Errorf("apply transitions: %w", err)
 	}
