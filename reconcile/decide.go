@@ -17,6 +17,9 @@ type Local struct {
 	Amount         int64
 	Currency       string
 	AmountRefunded int64
+	SettledAt      *time.Time
+	PayoutID       string
+	AmountCaptured int64 // 0 when not recorded
 }
 
 // Step is one guarded transition: move to To, established at At.
@@ -28,6 +31,37 @@ type Step struct {
 	Inferred       bool
 }
 
+// Settlement is the payout that paid a payment out (DESIGN section 2:
+// recorded whatever the state).
+type Settlement struct {
+	At       time.Time
+	PayoutID string
+	EventID  string
+}
+
+// View is the provider's view of a payment's refunds at At (a charge
+// object): whether it is fully refunded and how much of the captured money
+// was refunded. Current views (a charge a payout's balance transactions
+// expand, a re-fetch) show the provider as it is now.
+type View struct {
+	At             time.Time
+	Current        bool
+	Refunded       bool
+	AmountRefunded int64
+	EventID        string
+}
+
+// newer reports whether v supersedes w as the latest view.
+func (v View) newer(w *View) bool {
+	if w == nil {
+		return true
+	}
+	if v.Current != w.Current {
+		return v.Current
+	}
+	return !v.At.Before(w.At)
+}
+
 // Plan is what the provider's facts ask of one payment, independent of the
 // local row's current state except where the row is missing.
 type Plan struct {
@@ -37,13 +71,28 @@ type Plan struct {
 	Steps []Step
 	// Latest is the provider's latest state in the facts seen (the last step).
 	Latest   *Step
-	Snapshot bool // Latest came from a snapshot of the whole payment
 	RawState string
 	// RefundTo is the largest amount_refunded the facts show (0 for none).
 	RefundTo int64
 	// Amount and Currency are the provider's, from the newest fact carrying them.
 	Amount   int64
 	Currency string
+	// AmountCaptured is the captured amount when the provider's records
+	// show less than Amount captured (a partial capture); 0 otherwise.
+	AmountCaptured int64
+	// Settlement is the newest payout that paid the payment out, if any.
+	Settlement *Settlement
+	// View is the newest view of the payment's refunds, if any.
+	View *View
+	// Lifecycle is the newest snapshot of the whole payment (a
+	// PaymentIntent), if any: its state and time.
+	Lifecycle *Step
+	// Shown is, per state, the latest provider time a fact showed it (zero:
+	// never), intermediate facts included: the window's log "shows" the state.
+	Shown [numRanks]time.Time
+	// Superseded lists terminal facts a later fact overtook (a Direct Debit
+	// failure that was retried and collected): never applied as final.
+	Superseded []string
 	// Items are drift items that do not depend on the write outcome:
 	// unknown statuses, reverts and amount mismatches.
 	Items []Item
@@ -58,17 +107,32 @@ type Item struct {
 	LocalState    models.State
 	ProviderState string
 	Detail        map[string]any
+	// OnlyFrom limits a revert to rows in these states (a won dispute
+	// matters only to a payment recorded as a chargeback).
+	OnlyFrom []models.State
 }
+
+// numRanks is the number of states plus StateNone.
+const numRanks = 9
+
+// rankOrder is the state machine's rank order; index 0 is StateNone.
+var rankOrder = append([]models.State{models.StateNone}, models.States...)
 
 // rank orders same-time facts along the state machine so that equal
 // timestamps resolve by rank, not by arrival order.
 func rank(s models.State) int {
-	for i, v := range models.States {
+	for i, v := range rankOrder {
 		if v == s {
-			return i + 1
+			return i
 		}
 	}
 	return 0
+}
+
+// ShownAt is the latest time a fact showed s, and whether one did.
+func (p *Plan) ShownAt(s models.State) (time.Time, bool) {
+	t := p.Shown[rank(s)]
+	return t, !t.IsZero()
 }
 
 // SortChanges orders one payment's changes by provider time, then rank.
@@ -81,8 +145,8 @@ func SortChanges(cs []Change) {
 	})
 }
 
-// Decide builds the plan for one payment from its local row and its facts
-// (in any order). It is pure.
+// Decide builds the plan for one payment from its local row and all of its
+// facts in the run so far (in any order). It is pure.
 func Decide(local Local, changes []Change) Plan {
 	cs := append([]Change(nil), changes...)
 	SortChanges(cs)
@@ -97,8 +161,26 @@ func Decide(local Local, changes []Change) Plan {
 		if c.Amount > 0 && c.Currency != "" {
 			p.Amount, p.Currency = c.Amount, c.Currency
 		}
+		if c.AmountCaptured > 0 {
+			p.AmountCaptured = c.AmountCaptured
+		}
 		if c.AmountRefunded > p.RefundTo {
 			p.RefundTo = c.AmountRefunded
+		}
+		if c.View {
+			v := View{At: c.At, Current: c.ViewCurrent, Refunded: c.Refunded, AmountRefunded: c.AmountRefunded, EventID: c.EventID}
+			if v.newer(p.View) {
+				p.View = &v
+			}
+		}
+		if r := rank(c.State); c.State.Valid() && c.At.After(p.Shown[r]) {
+			p.Shown[r] = c.At
+		}
+		if c.Snapshot && c.State.Valid() && (p.Lifecycle == nil || !c.At.Before(p.Lifecycle.At)) {
+			p.Lifecycle = &Step{To: c.State, At: c.At, EventID: c.EventID}
+		}
+		if c.State == models.StateSettled && (p.Settlement == nil || !c.At.Before(p.Settlement.At)) {
+			p.Settlement = &Settlement{At: c.At, PayoutID: c.PayoutID, EventID: c.EventID}
 		}
 		switch {
 		case c.Unknown:
@@ -109,26 +191,30 @@ func Decide(local Local, changes []Change) Plan {
 			})
 			continue
 		case c.Revert != "":
-			if len(c.RevertOnlyFrom) > 0 && !slices.Contains(c.RevertOnlyFrom, local.State) {
-				continue
-			}
 			p.Items = append(p.Items, Item{
 				Kind: models.KindConflict, Action: models.ActionRefused,
-				LocalState: local.State, ProviderState: c.RawStatus,
+				LocalState: local.State, ProviderState: c.RawStatus, OnlyFrom: c.RevertOnlyFrom,
 				Detail: detail(c, c.Revert+" The state machine never moves backwards, so a person must decide."),
 			})
 			continue
 		case c.State == models.StateNone:
 			continue
 		}
+		if cur == models.StateFailed && c.State != models.StateFailed && !c.State.Terminal() && c.At.After(p.Latest.At) {
+			// A later fact overtook a failure: it was retried, so it was never
+			// final. The chain continues from before the failure.
+			p.Superseded = append(p.Superseded, fmt.Sprintf("failed at %s, then %s at %s",
+				p.Latest.At.UTC().Format(time.RFC3339Nano), c.State, c.At.UTC().Format(time.RFC3339Nano)))
+			p.Steps = p.Steps[:len(p.Steps)-1]
+			cur, p.Latest = models.StateNone, nil
+			if n := len(p.Steps); n > 0 {
+				cur, p.Latest = p.Steps[n-1].To, &p.Steps[n-1]
+			}
+		}
 		if cur == c.State || !models.CanMove(cur, c.State) {
 			// Not a forward edge on the provider's own chain. An intermediate
 			// fact (a payout of a charge already refunded) changes nothing; a
-			// later fact that cannot follow the chain at all (a Direct Debit
-			// failing after it was paid out) is for a human.
-			if cur == c.State && p.Latest != nil && c.Snapshot {
-				p.Snapshot = true
-			}
+			// later fact that cannot follow the chain at all is for a human.
 			if cur != c.State && !models.CanReach(c.State, cur) {
 				p.Items = append(p.Items, Item{
 					Kind: models.KindConflict, Action: models.ActionRefused,
@@ -145,25 +231,16 @@ func Decide(local Local, changes []Change) Plan {
 		}
 		p.Steps = append(p.Steps, Step{To: c.State, At: c.At, AmountRefunded: refund, EventID: c.EventID, Inferred: c.Inferred})
 		p.Latest = &p.Steps[len(p.Steps)-1]
-		p.Snapshot = c.Snapshot
 		p.RawState = c.RawStatus
 	}
 	if p.Latest != nil {
 		l := *p.Latest // keep Latest valid if Steps is appended to later
 		p.Latest = &l
 	}
-	if !local.Exists && p.Latest != nil && (p.Amount <= 0 || p.Currency == "") {
-		// No row is made up: a payment is created only from a provider
-		// record with a usable amount and currency.
-		p.Items = append(p.Items, Item{
-			Kind: models.KindMismatch, Action: models.ActionRefused,
-			LocalState: models.StateNone, ProviderState: string(p.Latest.To),
-			Detail: map[string]any{
-				"explanation":   "The payment is unknown locally and the provider's record carries no usable amount or currency; it was not created, a person must look.",
-				"provider_time": p.Latest.At.UTC().Format(time.RFC3339Nano),
-			},
-		})
-		p.Latest, p.Steps = nil, nil
+	if p.Latest != nil && p.Latest.To == models.StateCanceled {
+		// Canceling an authorisation releases the hold, which Stripe reports
+		// as a refund of the whole amount: no captured money was refunded.
+		p.RefundTo = 0
 	}
 	if local.Exists && p.Amount > 0 && (p.Amount != local.Amount || (p.Currency != "" && p.Currency != local.Currency)) {
 		p.Items = append(p.Items, Item{
@@ -177,6 +254,13 @@ func Decide(local Local, changes []Change) Plan {
 		})
 	}
 	return p
+}
+
+// Creatable reports whether a row unknown locally can be made from the
+// plan: it needs a state and a usable amount and currency from the
+// provider's own records. No row is ever made up.
+func (p *Plan) Creatable() bool {
+	return p.Latest != nil && p.Amount > 0 && p.Currency != ""
 }
 
 func firstID(cs []Change) string {
@@ -206,22 +290,24 @@ func detail(c Change, explanation string) map[string]any {
 // database's outcome.
 func Simulate(local Local, p Plan) (after Local, applied []Step, inserted bool) {
 	after = local
-	if p.Latest == nil {
-		if after.Exists && p.RefundTo > after.AmountRefunded && after.State != models.StateCanceled {
-			after.AmountRefunded = p.RefundTo
-		}
-		return after, nil, false
-	}
 	if !after.Exists {
+		if !p.Creatable() {
+			return after, nil, false
+		}
 		at := p.Latest.At
-		after = Local{Exists: true, State: p.Latest.To, At: &at, Amount: p.Amount, Currency: p.Currency, AmountRefunded: insertRefund(p)}
+		after = Local{Exists: true, State: p.Latest.To, At: &at, Amount: p.Amount, Currency: p.Currency, AmountRefunded: p.RefundTo,
+			AmountCaptured: p.AmountCaptured}
+		if s := p.Settlement; s != nil {
+			st := s.At
+			after.SettledAt, after.PayoutID = &st, s.PayoutID
+		}
 		return after, []Step{*p.Latest}, true
 	}
 	for _, s := range p.Steps {
 		if models.Guard(after.State, after.At, s.To, s.At) {
 			at := s.At
 			after.State, after.At = s.To, &at
-			if s.AmountRefunded > after.AmountRefunded {
+			if s.AmountRefunded > after.AmountRefunded && s.To != models.StateCanceled {
 				after.AmountRefunded = s.AmountRefunded
 			}
 			applied = append(applied, s)
@@ -230,44 +316,62 @@ func Simulate(local Local, p Plan) (after Local, applied []Step, inserted bool) 
 	if p.RefundTo > after.AmountRefunded && after.State != models.StateCanceled {
 		after.AmountRefunded = p.RefundTo
 	}
+	if s := p.Settlement; s != nil && s.PayoutID != after.PayoutID && (after.SettledAt == nil || !after.SettledAt.After(s.At)) {
+		st := s.At
+		after.SettledAt, after.PayoutID = &st, s.PayoutID
+	}
+	if p.AmountCaptured > 0 && after.AmountCaptured != p.AmountCaptured {
+		after.AmountCaptured = p.AmountCaptured
+	}
 	return after, applied, false
 }
 
-// insertRefund is the amount_refunded of a row created from a plan.
-func insertRefund(p Plan) int64 {
-	if p.Latest != nil && p.Latest.To == models.StateCanceled {
-		return 0
-	}
-	return p.RefundTo
+// Check is what Classify knows of the window: the local-ahead rule (DESIGN
+// section 2) needs to know whether the window's log has been read up to a
+// local fact's time.
+type Check struct {
+	Since, Until time.Time
+	// LogDone is the provider time up to which the window's log has been
+	// read completely (facts strictly before it are all seen); Complete is
+	// set once the whole window has been read.
+	LogDone  time.Time
+	Complete bool
 }
 
-// Classify compares the row before and after the write with the provider's
-// latest state and returns the drift items of DESIGN section 2 (in addition
-// to the plan's own Items). It is pure.
-func Classify(before, after Local, p Plan, applied []Step, inserted bool) []Item {
-	items := append([]Item(nil), p.Items...)
+// Classify compares the row before the run and after the write with the
+// provider's facts and returns the drift items of DESIGN section 2, at most
+// one per kind, and whether the local-ahead rule must be checked again once
+// more of the window's log has been read. It is pure.
+func Classify(before, after Local, p Plan, applied []Step, inserted bool, w Check) (items []Item, recheck bool) {
+	for _, it := range p.Items {
+		if len(it.OnlyFrom) > 0 && !slices.Contains(it.OnlyFrom, after.State) {
+			continue
+		}
+		items = append(items, it)
+	}
 	refundRaised := after.AmountRefunded > before.AmountRefunded
-	if p.Latest == nil {
-		if refundRaised && before.Exists {
+	if !after.Exists {
+		if p.Latest != nil || p.RefundTo > 0 {
 			items = append(items, Item{
-				Kind: models.KindBehind, Action: models.ActionRepaired,
-				LocalState: before.State, ProviderState: string(after.State),
+				Kind: models.KindMismatch, Action: models.ActionRefused,
+				LocalState: models.StateNone, ProviderState: string(latestState(p)),
 				Detail: map[string]any{
-					"amount_refunded_from": before.AmountRefunded, "amount_refunded_to": after.AmountRefunded,
-					"explanation": "A partial refund webhook was missed; amount_refunded was raised from the provider's record.",
+					"explanation": "The payment is unknown locally and the provider's records, fetched by id as well, carry no usable amount or currency; it was not created, a person must look.",
 				},
 			})
 		}
-		return items
+		return dedupe(items), false
 	}
-	latest := *p.Latest
 	base := func(expl string) map[string]any {
-		d := map[string]any{"explanation": expl, "provider_time": latest.At.UTC().Format(time.RFC3339Nano)}
-		if latest.EventID != "" {
-			d["event_id"] = latest.EventID
-		}
-		if latest.Inferred {
-			d["time_inferred"] = true
+		d := map[string]any{"explanation": expl}
+		if l := p.Latest; l != nil {
+			d["provider_time"] = l.At.UTC().Format(time.RFC3339Nano)
+			if l.EventID != "" {
+				d["event_id"] = l.EventID
+			}
+			if l.Inferred {
+				d["time_inferred"] = true
+			}
 		}
 		if refundRaised {
 			d["amount_refunded_from"], d["amount_refunded_to"] = before.AmountRefunded, after.AmountRefunded
@@ -279,8 +383,43 @@ func Classify(before, after Local, p Plan, applied []Step, inserted bool) []Item
 			}
 			d["applied"] = path
 		}
+		if len(p.Superseded) > 0 {
+			d["superseded"] = p.Superseded
+		}
+		if s := p.Settlement; s != nil && s.PayoutID != "" {
+			d["payout_id"] = s.PayoutID
+		}
 		return d
 	}
+	ahead := func() {
+		reason, wait := contradicted(after, &p, w)
+		switch {
+		case wait:
+			recheck = true
+		case reason != "":
+			d := base(fmt.Sprintf("The local state %s is ahead of the provider: %s; nothing was changed.", after.State, reason))
+			if after.At != nil {
+				d["local_time"] = after.At.UTC().Format(time.RFC3339Nano)
+			}
+			d["local_amount_refunded"] = after.AmountRefunded
+			items = append(items, Item{
+				Kind: models.KindConflict, Action: models.ActionRefused,
+				LocalState: after.State, ProviderState: string(latestState(p)), Detail: d,
+			})
+		}
+	}
+	if p.Latest == nil {
+		if refundRaised {
+			items = append(items, Item{
+				Kind: models.KindBehind, Action: models.ActionRepaired,
+				LocalState: before.State, ProviderState: string(after.State),
+				Detail: base("A partial refund webhook was missed; amount_refunded was raised from the provider's record."),
+			})
+		}
+		ahead()
+		return dedupe(items), recheck
+	}
+	latest := *p.Latest
 	switch {
 	case inserted:
 		items = append(items, Item{
@@ -299,6 +438,7 @@ func Classify(before, after Local, p Plan, applied []Step, inserted bool) []Item
 				LocalState: before.State, ProviderState: string(latest.To), Detail: base(expl),
 			})
 		}
+		ahead() // the refund dimension can still contradict the row
 	case models.CanMove(after.State, latest.To):
 		d := base(fmt.Sprintf("The provider shows %s, but the local state %s was set by a later fact; the older change was refused.", latest.To, after.State))
 		if after.At != nil {
@@ -309,15 +449,14 @@ func Classify(before, after Local, p Plan, applied []Step, inserted bool) []Item
 			LocalState: after.State, ProviderState: string(latest.To), Detail: d,
 		})
 	case models.CanReach(latest.To, after.State):
-		// Ours is ahead along the chain. That is drift only when the provider
-		// showed its whole view of the payment after our fact.
-		if p.Snapshot && (after.At == nil || after.At.Before(latest.At)) {
+		if len(applied) > 0 || refundRaised {
 			items = append(items, Item{
-				Kind: models.KindConflict, Action: models.ActionRefused,
-				LocalState: after.State, ProviderState: string(latest.To),
-				Detail: base(fmt.Sprintf("The local state %s is ahead of the provider, which still shows %s; nothing was changed.", after.State, latest.To)),
+				Kind: models.KindBehind, Action: models.ActionRepaired,
+				LocalState: before.State, ProviderState: string(after.State),
+				Detail: base(fmt.Sprintf("The %s webhook was never received; the payment was marked %s from the provider's record.", after.State, after.State)),
 			})
 		}
+		ahead()
 	default:
 		items = append(items, Item{
 			Kind: models.KindConflict, Action: models.ActionRefused,
@@ -325,5 +464,88 @@ func Classify(before, after Local, p Plan, applied []Step, inserted bool) []Item
 			Detail: base(fmt.Sprintf("The provider shows %s, which cannot follow the local state %s; nothing was changed.", latest.To, after.State)),
 		})
 	}
-	return items
+	return dedupe(items), recheck
+}
+
+func latestState(p Plan) models.State {
+	if p.Latest != nil {
+		return p.Latest.To
+	}
+	return models.StateNone
+}
+
+// contradicted applies the local-ahead rule of DESIGN section 2 to a row at
+// or ahead of the provider's chain: it returns why the provider's records
+// contradict the row, "" when they do not, or wait when the window's log has
+// not yet been read past the row's fact.
+func contradicted(row Local, p *Plan, w Check) (reason string, wait bool) {
+	if row.At != nil && !w.Until.IsZero() && !row.At.Before(w.Until) {
+		return "", false // the live worker moved it after the window: not ours to judge
+	}
+	rowAt := func() time.Time {
+		if row.At == nil {
+			return time.Time{}
+		}
+		return *row.At
+	}()
+	// shownSince: the log shows the row's state at or after t.
+	shownSince := func(t time.Time) bool {
+		at, ok := p.ShownAt(row.State)
+		return ok && !at.Before(t)
+	}
+	// (b) A current or later view of the charge says otherwise. Equal times
+	// do not excuse the row; the log showing the row's state at or after
+	// the view does.
+	if v := p.View; v != nil && (v.Current || row.At == nil || !v.At.Before(rowAt)) && (v.Current || !shownSince(v.At)) {
+		switch {
+		case row.State == models.StateRefunded && !v.Refunded:
+			return fmt.Sprintf("the provider's charge is not fully refunded (amount_refunded %d)", v.AmountRefunded), false
+		case row.AmountRefunded > v.AmountRefunded && (v.Current || row.State == models.StateRefunded):
+			// A partial refund carries no time of its own on the row, so only
+			// a current view, or a refunded row's own time, can judge it.
+			return fmt.Sprintf("the provider's charge shows amount_refunded %d, less than the %d recorded", v.AmountRefunded, row.AmountRefunded), false
+		}
+	}
+	// (b) A later snapshot of the whole payment shows an earlier state
+	// (a PaymentIntent still requires_capture after the row says captured).
+	if l := p.Lifecycle; l != nil && l.To != row.State && models.CanReach(l.To, row.State) &&
+		(row.At == nil || !l.At.Before(rowAt)) && !shownSince(l.At) {
+		return fmt.Sprintf("its own record shows %s at %s, at or after the local fact", l.To, l.At.UTC().Format(time.RFC3339)), false
+	}
+	// (a) The local fact lies inside the window and the window's complete
+	// log never shows that state for the payment. A row without a provider
+	// time has no fact to place, and a created row is the application's own
+	// act, never ahead of the provider.
+	if _, ok := p.ShownAt(row.State); ok || row.At == nil || row.State == models.StateCreated || row.At.Before(w.Since) {
+		return "", false
+	}
+	if !w.Complete && !row.At.Before(w.LogDone) {
+		return "", true
+	}
+	return fmt.Sprintf("the local fact at %s lies inside the window, whose event log never shows %s for this payment",
+		row.At.UTC().Format(time.RFC3339), row.State), false
+}
+
+// dedupe keeps at most one item per kind: later items of a kind are folded
+// into the first one's detail.
+func dedupe(items []Item) []Item {
+	var out []Item
+	for _, it := range items {
+		i := slices.IndexFunc(out, func(o Item) bool { return o.Kind == it.Kind })
+		if i < 0 {
+			out = append(out, it)
+			continue
+		}
+		if out[i].Detail == nil {
+			out[i].Detail = map[string]any{}
+		}
+		also, _ := out[i].Detail["also"].([]string)
+		if e, ok := it.Detail["explanation"].(string); ok {
+			out[i].Detail["also"] = append(also, e)
+		}
+		if rank(models.State(it.ProviderState)) > rank(models.State(out[i].ProviderState)) && out[i].Action == it.Action {
+			out[i].ProviderState = it.ProviderState
+		}
+	}
+	return out
 }

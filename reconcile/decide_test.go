@@ -60,40 +60,62 @@ func TestDecideAndClassify(t *testing.T) {
 			models.StateSettled, []string{"behind/repaired"}, 0},
 		{"refund then payout ends refunded, not drift", row(models.StateCaptured, 0), []Change{settled(20), refunded(10, 1000)},
 			models.StateRefunded, []string{"behind/repaired"}, 1000},
-		{"payout of an already refunded payment is not drift", row(models.StateRefunded, 10), []Change{settled(20)},
+		{"payout of a payment refunded before the window is not drift", row(models.StateRefunded, -10), []Change{settled(20)},
 			models.StateRefunded, nil, 0},
-		{"replayed old event is not drift", row(models.StateSettled, 30), []Change{ch(models.StateCaptured, 5)},
+		{"replayed old event is not drift", row(models.StateSettled, -5), []Change{ch(models.StateCaptured, -10)},
 			models.StateSettled, nil, 0},
-		{"stale: the guard refuses an older fact", row(models.StateSettled, 30), []Change{refunded(10, 1000)},
-			models.StateSettled, []string{"stale/refused"}, 1000},
+		{"a refund before the payout still refunds (the guard's one exception)", row(models.StateSettled, 30), []Change{refunded(10, 1000)},
+			models.StateRefunded, []string{"behind/repaired"}, 1000},
+		{"stale: the guard refuses an older fact", row(models.StateSettled, 30), []Change{ch(models.StateFailed, 10)},
+			models.StateSettled, []string{"stale/refused"}, 0},
 		{"conflict: provider state cannot follow ours", row(models.StateCanceled, 3), []Change{ch(models.StateCaptured, 5)},
 			models.StateCanceled, []string{"conflict/refused"}, 0},
 		{"conflict: ours ahead of a later snapshot", row(models.StateCaptured, 3), []Change{ch(models.StateAuthorised, 5)},
 			models.StateCaptured, []string{"conflict/refused"}, 0},
 		{"same second resolves by rank", row(models.StateAuthorised, 5), []Change{ch(models.StateCaptured, 5)},
 			models.StateCaptured, []string{"behind/repaired"}, 0},
-		{"unknown status is reported, never guessed", row(models.StateAuthorised, 0), []Change{{ProviderID: "pi_1", At: ts(5), Unknown: true, RawStatus: "requires_reauthorization"}},
+		{"unknown status is reported, never guessed", row(models.StateAuthorised, -1), []Change{{ProviderID: "pi_1", At: ts(5), Unknown: true, RawStatus: "requires_reauthorization"}},
 			models.StateAuthorised, []string{"unknown_status/reported"}, 0},
 		{"mismatch is reported and the state still moves", Local{Exists: true, State: models.StateAuthorised, At: tp(0), Amount: 999, Currency: "gbp"}, []Change{ch(models.StateCaptured, 5)},
 			models.StateCaptured, []string{"mismatch/reported", "behind/repaired"}, 0},
 		{"won dispute after a chargeback is a conflict", row(models.StateChargeback, 5), []Change{{ProviderID: "pi_1", At: ts(9), Revert: "won.", RevertOnlyFrom: []models.State{models.StateChargeback}, RawStatus: "dispute_won"}},
 			models.StateChargeback, []string{"conflict/refused"}, 0},
-		{"won dispute on a captured payment is nothing", row(models.StateCaptured, 5), []Change{{ProviderID: "pi_1", At: ts(9), Revert: "won.", RevertOnlyFrom: []models.State{models.StateChargeback}}},
+		{"won dispute on a captured payment is nothing", row(models.StateCaptured, -5), []Change{{ProviderID: "pi_1", At: ts(9), Revert: "won.", RevertOnlyFrom: []models.State{models.StateChargeback}}},
 			models.StateCaptured, nil, 0},
-		{"partial refund raises amount_refunded only", row(models.StateSettled, 5), []Change{{ProviderID: "pi_1", At: ts(9), AmountRefunded: 300}},
+		{"partial refund raises amount_refunded only", row(models.StateSettled, -5), []Change{{ProviderID: "pi_1", At: ts(9), AmountRefunded: 300}},
 			models.StateSettled, []string{"behind/repaired"}, 300},
 		{"canceled payments keep amount_refunded 0", Local{}, []Change{ch(models.StateAuthorised, 1), ch(models.StateCanceled, 5)},
 			models.StateCanceled, []string{"missing_local/repaired"}, 0},
 		{"chargeback after refund", row(models.StateRefunded, 5), []Change{ch(models.StateChargeback, 9)},
 			models.StateChargeback, []string{"behind/repaired"}, 0},
-		{"a failure after the payout is a conflict, even when our row is already settled", row(models.StateSettled, 5), []Change{settled(5), ch(models.StateFailed, 9)},
-			models.StateSettled, []string{"conflict/refused"}, 0},
+		{"a Direct Debit failing after its payout fails (late_failure_settled)", row(models.StateSettled, 5), []Change{settled(5), ch(models.StateFailed, 9)},
+			models.StateFailed, []string{"behind/repaired"}, 0},
+		{"a late failure already recorded is in sync: no item", row(models.StateFailed, 9), []Change{settled(5), ch(models.StateFailed, 9)},
+			models.StateFailed, nil, 0},
+		{"a failure that was retried and collected is not final", row(models.StateAuthorised, 1),
+			[]Change{ch(models.StateAuthorised, 1), ch(models.StateFailed, 2), ch(models.StateAuthorised, 3), ch(models.StateCaptured, 4)},
+			models.StateCaptured, []string{"behind/repaired"}, 0},
+		{"local refunded, provider's current charge not refunded: conflict", row(models.StateRefunded, 20),
+			[]Change{ch(models.StateCaptured, 5), {ProviderID: "pi_1", State: models.StateSettled, At: ts(20), View: true, ViewCurrent: true, PayoutID: "po_1"}},
+			models.StateRefunded, []string{"conflict/refused"}, 0},
+		{"local refunded inside the window, the log never shows a refund: conflict", row(models.StateRefunded, 8), []Change{ch(models.StateCaptured, 5)},
+			models.StateRefunded, []string{"conflict/refused"}, 0},
+		{"local refunded at the same second as the capture, no refund in the log: conflict", row(models.StateRefunded, 5), []Change{ch(models.StateCaptured, 5)},
+			models.StateRefunded, []string{"conflict/refused"}, 0},
+		{"local refunded after the window's end: not ours to judge", row(models.StateRefunded, 2000), []Change{ch(models.StateCaptured, 5)},
+			models.StateRefunded, nil, 0},
+		{"local refunded before the window, the charge at a later event says so too", row(models.StateRefunded, -5),
+			[]Change{{ProviderID: "pi_1", At: ts(9), View: true, Refunded: true, AmountRefunded: 0}},
+			models.StateRefunded, nil, 0},
+		{"at most one item per kind", row(models.StateAuthorised, -1), []Change{
+			{ProviderID: "pi_1", At: ts(5), Unknown: true, RawStatus: "a"}, {ProviderID: "pi_1", At: ts(6), Unknown: true, RawStatus: "b"}},
+			models.StateAuthorised, []string{"unknown_status/reported"}, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := Decide(c.local, c.changes)
 			after, applied, ins := Simulate(c.local, p)
-			items := Classify(c.local, after, p, applied, ins)
+			items, _ := Classify(c.local, after, p, applied, ins, Check{Since: ts(0), Until: ts(1000), Complete: true})
 			if after.State != c.wantState {
 				t.Errorf("state = %s, want %s", after.State, c.wantState)
 			}
@@ -152,7 +174,7 @@ func FuzzDecide(f *testing.F) {
 			if !models.CanReach(local.State, after.State) {
 				t.Fatalf("moved backwards %s → %s", local.State, after.State)
 			}
-			if after.At.Before(*local.At) {
+			if after.At.Before(*local.At) && !models.TimeExempt(local.State, after.State) && !(local.State == models.StateSettled) {
 				t.Fatalf("moved back in time")
 			}
 		}

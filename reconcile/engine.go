@@ -224,8 +224,11 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	defer h.releaseLock(ctx)
 	o, run, log := h.o, &h.run, h.log
 	e := &engine{o: o, st: h.st, run: run, log: log, sim: map[string]Local{}, start: h.start,
-		seen: map[uint64]struct{}{}, drifted: map[uint64]struct{}{}}
+		seen: map[uint64]uint16{}, carry: map[string]*carried{}}
 	runErr := e.stream(ctx, h.w)
+	if runErr == nil {
+		runErr = e.windowEnd(ctx, h.w)
+	}
 	if runErr == nil && o.StuckLimit > 0 {
 		runErr = e.stuck(ctx, run.StartedAt)
 	}
@@ -357,10 +360,97 @@ type engine struct {
 	sim   map[string]Local // dry runs: rows as the simulation left them
 	total counts
 	start time.Time
-	// seen and drifted hold 64-bit hashes of the payments examined so far and
-	// of those with a drift item, so that a payment whose facts span batches
-	// counts once (about 16 bytes a payment).
-	seen, drifted map[uint64]struct{}
+	// seen holds a 64-bit hash of each payment examined so far, so that a
+	// payment whose facts span batches counts once, with the states the
+	// window's log showed for it (a bit per rank; about 16 bytes a payment).
+	seen map[uint64]uint16
+	// carry holds the payments whose outcome a later batch may change (see
+	// carried); drifted counts those with items.
+	carry   map[string]*carried
+	drifted int64
+}
+
+// check is what the local-ahead rule knows of the window after a batch that
+// ends at cursorAt.
+func (e *engine) check(w window, cursorAt time.Time, complete bool) Check {
+	c := Check{Since: w.since, Until: w.until, LogDone: cursorAt, Complete: complete}
+	if w.after != "" && w.afterAt.After(c.Since) {
+		// A resumed run reads only what the crashed one left: the log
+		// before its cursor is not seen again.
+		c.Since = w.afterAt
+	}
+	return c
+}
+
+// windowEnd finishes the window once its whole log has been read: payments
+// unknown locally whose facts could not make a row are fetched by id and
+// created from the provider's record, and the local-ahead rule is applied to
+// the rows that waited for the complete log.
+func (e *engine) windowEnd(ctx context.Context, w window) error {
+	var pending, recheck []string
+	for id, cr := range e.carry {
+		switch {
+		case cr.pending:
+			pending = append(pending, id)
+		case cr.recheck:
+			recheck = append(recheck, id)
+		}
+	}
+	if len(pending) == 0 && len(recheck) == 0 {
+		return nil
+	}
+	slices.Sort(pending)
+	var changes []Change
+	var err error
+	if len(pending) > 0 {
+		e.log.Info("fetching payments unknown locally by id", "count", len(pending))
+		changes, err = e.fetch(ctx, pending, e.run.StartedAt)
+		if err != nil {
+			return err
+		}
+	}
+	all := append(pending, recheck...)
+	for len(all) > 0 {
+		n := min(len(all), e.o.BatchSize)
+		ids := all[:n]
+		all = all[n:]
+		in := map[string]bool{}
+		for _, id := range ids {
+			in[id] = true
+		}
+		var cs []Change
+		for _, c := range changes {
+			if in[c.ProviderID] {
+				cs = append(cs, c)
+			}
+		}
+		if err := e.batch(ctx, Page{Changes: cs}, e.check(w, w.until, true), ids...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetch re-reads payments by id and keeps the answers that are for them and
+// not from the future.
+func (e *engine) fetch(ctx context.Context, ids []string, now time.Time) ([]Change, error) {
+	changes, err := e.o.Provider.Fetch(ctx, FetchParams{Account: e.o.Account, ProviderIDs: ids})
+	asked := map[string]bool{}
+	for _, id := range ids {
+		asked[id] = true
+	}
+	kept := changes[:0]
+	for _, c := range changes {
+		switch {
+		case !asked[c.ProviderID]:
+			err = errors.Join(err, fmt.Errorf("re-fetch answered for payment %q, which was not asked for", c.ProviderID))
+		case c.At.After(now.Add(time.Minute)):
+			err = errors.Join(err, fmt.Errorf("re-fetched payment %s carries a time in the future (%s)", c.ProviderID, c.At.UTC().Format(time.RFC3339)))
+		default:
+			kept = append(kept, c)
+		}
+	}
+	return kept, err
 }
 
 func idHash(id string) uint64 {
@@ -384,7 +474,7 @@ func (e *engine) stream(ctx context.Context, w window) error {
 			if werr != nil {
 				continue
 			}
-			if err := e.batch(ctx, p); err != nil {
+			if err := e.batch(ctx, p, e.check(w, p.CursorAt, false)); err != nil {
 				werr = err
 				cancel(err)
 			}
@@ -457,93 +547,131 @@ func (e *engine) stuck(ctx context.Context, now time.Time) error {
 		return err
 	}
 	e.log.Info("re-fetching stuck payments", "count", len(ids))
-	changes, err := e.o.Provider.Fetch(ctx, FetchParams{Account: e.o.Account, ProviderIDs: ids})
-	asked := map[string]bool{}
-	for _, id := range ids {
-		asked[id] = true
-	}
-	kept := changes[:0]
-	for _, c := range changes {
-		switch {
-		case !asked[c.ProviderID]:
-			err = errors.Join(err, fmt.Errorf("re-fetch answered for payment %q, which was not asked for", c.ProviderID))
-		case c.At.After(now.Add(time.Minute)):
-			err = errors.Join(err, fmt.Errorf("re-fetched payment %s carries a time in the future (%s)", c.ProviderID, c.At.UTC().Format(time.RFC3339)))
-		default:
-			kept = append(kept, c)
-		}
-	}
-	changes = kept
+	changes, err := e.fetch(ctx, ids, now)
 	if len(changes) > 0 {
-		if berr := e.batch(ctx, Page{Changes: changes}); berr != nil {
+		if berr := e.batch(ctx, Page{Changes: changes}, Check{Since: e.run.WindowStart, Until: e.run.WindowEnd, LogDone: e.run.WindowEnd, Complete: true}); berr != nil {
 			return errors.Join(err, berr)
 		}
 	}
 	return err
 }
 
+// carried is what a run keeps about a payment whose facts may continue in a
+// later batch and whose outcome so far is not "in sync, nothing done": the
+// row as the run first saw it, every fact so far, what the run applied and
+// the items it wrote. A later batch decides the payment again from all of
+// its facts and rewrites its items, so rows, events and items do not depend
+// on where batches begin and end (DESIGN section 2).
+type carried struct {
+	before   Local
+	facts    []Change
+	applied  []Step
+	inserted bool
+	// pending: unknown locally and not creatable from the facts so far; it
+	// is fetched by id once the window has been read.
+	pending bool
+	// recheck: the local-ahead rule waits for more of the window's log.
+	recheck bool
+	items   counts // the items written for it so far, by action
+	drifted bool   // it has items
+}
+
 // batch decides and writes one batch in one transaction. It runs on a
-// context detached from cancellation, so that SIGTERM lets it finish.
-func (e *engine) batch(ctx context.Context, p Page) error {
+// context detached from cancellation, so that SIGTERM lets it finish. force
+// names payments to decide again with no new facts (the window's end).
+func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) error {
 	wctx := context.WithoutCancel(ctx)
 	byID := map[string][]Change{}
-	var order []string
 	for _, c := range p.Changes {
 		if c.ProviderID == "" {
 			continue
 		}
-		if _, ok := byID[c.ProviderID]; !ok {
-			order = append(order, c.ProviderID)
+		if c.Payload == nil || !strings.HasPrefix(c.EventID, "recon:") {
+			c.Payload = nil // events listed by the provider carry theirs in Event
 		}
 		byID[c.ProviderID] = append(byID[c.ProviderID], c)
 	}
+	for _, id := range force {
+		if _, ok := byID[id]; !ok {
+			byID[id] = nil
+		}
+	}
 	// A fixed lock order (payments by id, events by id) keeps concurrent runs
 	// and the live worker from deadlocking in most cases; the rest retry.
-	slices.Sort(order)
+	order := slices.Sorted(maps.Keys(byID))
 	events := slices.Clone(p.Events)
 	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.ID, b.ID) })
-	var c counts
-	var newSeen, newDrifted map[uint64]struct{}
 	provider := e.o.Provider.Name()
+
+	var c counts
+	var next map[string]*carried // the payments' carried state after this batch
+	var simNext map[string]Local
 	err := e.st.retryTx(wctx, func(tx *gorm.DB) error {
 		c = counts{Events: int64(len(p.Events))}
-		before, err := e.st.load(tx, provider, order)
+		next, simNext = make(map[string]*carried, len(order)), map[string]Local{}
+		now, err := e.st.load(tx, provider, order)
 		if err != nil {
 			return err
 		}
 		if e.o.DryRun {
-			for id, l := range e.sim {
-				if _, ok := byID[id]; ok {
-					before[id] = l
+			for _, id := range order {
+				if l, ok := e.sim[id]; ok {
+					now[id] = l
 				}
 			}
 		}
 		plans := make(map[string]Plan, len(order))
-		var inserts []insertRow
+		befores := make(map[string]Local, len(order))
 		for _, id := range order {
-			pl := Decide(before[id], byID[id])
-			plans[id] = pl
-			if !before[id].Exists && pl.Latest != nil {
-				inserts = append(inserts, insertRow{ProviderID: id, State: string(pl.Latest.To), At: pl.Latest.At,
-					Amount: pl.Amount, Currency: pl.Currency, AmountRefunded: insertRefund(pl)})
+			before, facts := now[id], byID[id]
+			if cr := e.carry[id]; cr != nil {
+				before, facts = cr.before, append(slices.Clip(cr.facts), facts...)
 			}
+			pl := Decide(before, facts)
+			if bits, ok := e.seen[idHash(id)]; ok && e.carry[id] == nil {
+				// The state the row was in sync with in an earlier batch is
+				// still shown by the window's log.
+				for r := range numRanks {
+					if bits&(1<<r) != 0 && pl.Shown[r].IsZero() {
+						pl.Shown[r] = time.Unix(1, 0)
+					}
+				}
+			}
+			plans[id], befores[id] = pl, before
 		}
 
 		type outcome struct {
 			after    Local
-			applied  []Step
+			applied  []Step // this batch's
 			inserted bool
 		}
 		out := make(map[string]outcome, len(order))
 		if e.o.DryRun {
 			for _, id := range order {
-				after, applied, ins := Simulate(before[id], plans[id])
+				after, applied, ins := Simulate(now[id], plans[id])
 				out[id] = outcome{after, applied, ins}
-				if len(applied) > 0 || after.AmountRefunded != before[id].AmountRefunded {
-					e.sim[id] = after
+				if after != now[id] {
+					simNext[id] = after
+				}
+				if !ins && after.SettledAt != now[id].SettledAt {
+					c.Settlements++
 				}
 			}
 		} else {
+			var inserts []insertRow
+			for _, id := range order {
+				if pl := plans[id]; !now[id].Exists && pl.Creatable() {
+					r := insertRow{ProviderID: id, State: string(pl.Latest.To), At: pl.Latest.At,
+						Amount: pl.Amount, Currency: pl.Currency, AmountRefunded: pl.RefundTo}
+					if s := pl.Settlement; s != nil {
+						r.SettledAt, r.PayoutID = &s.At, s.PayoutID
+					}
+					if pl.AmountCaptured > 0 {
+						r.AmountCaptured = &pl.AmountCaptured
+					}
+					inserts = append(inserts, r)
+				}
+			}
 			inserted, err := e.st.insertMissing(tx, provider, e.o.Account, inserts)
 			if err != nil {
 				return err
@@ -553,7 +681,7 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 				var steps []stepRow
 				for _, id := range order {
 					pl := plans[id]
-					if inserted[id] || round >= len(pl.Steps) {
+					if inserted[id] || !now[id].Exists || round >= len(pl.Steps) {
 						continue
 					}
 					s := pl.Steps[round]
@@ -571,12 +699,32 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 				}
 			}
 			var refunds []refundRow
+			var settles []settleRow
+			var captures []captureRow
 			for _, id := range order {
-				if pl := plans[id]; pl.RefundTo > 0 && !inserted[id] {
+				pl := plans[id]
+				if inserted[id] || !now[id].Exists {
+					continue
+				}
+				if pl.RefundTo > 0 {
 					refunds = append(refunds, refundRow{ProviderID: id, Refund: pl.RefundTo})
+				}
+				if s := pl.Settlement; s != nil {
+					settles = append(settles, settleRow{ProviderID: id, At: s.At, PayoutID: s.PayoutID})
+				}
+				if pl.AmountCaptured > 0 {
+					captures = append(captures, captureRow{ProviderID: id, AmountCaptured: pl.AmountCaptured})
 				}
 			}
 			if err := e.st.raiseRefunds(tx, provider, refunds); err != nil {
+				return err
+			}
+			n, err := e.st.recordSettlements(tx, provider, settles)
+			if err != nil {
+				return err
+			}
+			c.Settlements = n
+			if err := e.st.recordCaptured(tx, provider, captures); err != nil {
 				return err
 			}
 			after, err := e.st.load(tx, provider, order)
@@ -593,29 +741,49 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 		}
 
 		var items []itemRow
+		var rewrite []string // payments whose earlier items this batch replaces
 		recon := map[string]eventRow{}
-		newSeen, newDrifted = map[uint64]struct{}{}, map[uint64]struct{}{}
 		for _, id := range order {
-			o := out[id]
-			its := Classify(before[id], o.after, plans[id], o.applied, o.inserted)
-			h := idHash(id)
-			if _, ok := e.seen[h]; !ok {
-				newSeen[h] = struct{}{}
+			o, pl, prev := out[id], plans[id], e.carry[id]
+			cr := &carried{before: befores[id], facts: append(slices.Clip(prevFacts(prev)), byID[id]...), applied: o.applied, inserted: o.inserted}
+			if prev != nil {
+				cr.applied = append(slices.Clip(prev.applied), o.applied...)
+				cr.inserted = cr.inserted || prev.inserted
+				if prev.drifted {
+					rewrite = append(rewrite, id)
+				}
 			}
-			if _, ok := e.drifted[h]; !ok && len(its) > 0 {
-				newDrifted[h] = struct{}{}
+			var its []Item
+			if !o.after.Exists && !w.Complete {
+				cr.pending = true // decided once it has been fetched by id
+			} else {
+				its, cr.recheck = Classify(cr.before, o.after, pl, cr.applied, cr.inserted, w)
 			}
 			for _, it := range its {
-				describe(&it, o.after, plans[id])
+				describe(&it, o.after, pl)
 				switch it.Action {
 				case models.ActionRepaired:
-					c.Repaired++
+					cr.items.Repaired++
 				case models.ActionRefused:
-					c.Refused++
+					cr.items.Refused++
 				case models.ActionReported:
-					c.Reported++
+					cr.items.Reported++
 				}
 				items = append(items, toItemRow(id, it))
+			}
+			cr.drifted = len(its) > 0
+			c.Repaired += cr.items.Repaired
+			c.Refused += cr.items.Refused
+			c.Reported += cr.items.Reported
+			if prev != nil {
+				c.Repaired -= prev.items.Repaired
+				c.Refused -= prev.items.Refused
+				c.Reported -= prev.items.Reported
+			}
+			if len(cr.applied) > 0 || cr.inserted || cr.drifted || cr.recheck || cr.pending {
+				next[id] = cr
+			} else {
+				next[id] = nil
 			}
 			// Changes found without an event get a deterministic event,
 			// recorded only when it justified a transition.
@@ -650,22 +818,55 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 			}
 			c.Synthetic = n
 		}
+		if err := e.st.deleteItems(tx, e.run.ID, provider, rewrite); err != nil {
+			return err
+		}
 		if err := e.st.insertItems(tx, provider, e.run.ID, items); err != nil {
 			return err
 		}
-		c.Examined = int64(len(e.seen) + len(newSeen))
-		c.InSync = c.Examined - int64(len(e.drifted)+len(newDrifted))
+		examined, drifted := int64(len(e.seen)), e.drifted
+		for _, id := range order {
+			if _, ok := e.seen[idHash(id)]; !ok {
+				examined++
+			}
+			if prev := e.carry[id]; prev != nil && prev.drifted {
+				drifted--
+			}
+			if cr := next[id]; cr != nil && cr.drifted {
+				drifted++
+			}
+		}
+		c.Examined, c.InSync = examined, examined-drifted
 		return e.st.addCounts(tx, e.run.ID, c, e.o.Provider.Requests(), p.Cursor, p.CursorAt)
 	})
 	if err != nil {
 		return fmt.Errorf("write batch of %d payments: %w", len(order), err)
 	}
-	for h := range newSeen {
-		e.seen[h] = struct{}{}
+	for id, cr := range next {
+		h := idHash(id)
+		if prev := e.carry[id]; prev != nil && prev.drifted {
+			e.drifted--
+		}
+		if cr == nil {
+			delete(e.carry, id)
+			bits := e.seen[h]
+			for _, ch := range byID[id] {
+				if ch.State.Valid() {
+					bits |= 1 << rank(ch.State)
+				}
+			}
+			e.seen[h] = bits
+			continue
+		}
+		if cr.drifted {
+			e.drifted++
+		}
+		e.carry[id] = cr
+		if _, ok := e.seen[h]; !ok {
+			e.seen[h] = 0
+		}
 	}
-	for h := range newDrifted {
-		e.drifted[h] = struct{}{}
-	}
+	maps.Copy(e.sim, simNext)
 	e.total.add(c)
 	e.total.Examined, e.total.InSync = c.Examined, c.InSync
 	if e.o.Progress != nil {
@@ -674,6 +875,13 @@ func (e *engine) batch(ctx context.Context, p Page) error {
 	}
 	e.log.Debug("batch written", "payments", len(order), "events", len(p.Events), "repaired", c.Repaired, "refused", c.Refused)
 	return nil
+}
+
+func prevFacts(c *carried) []Change {
+	if c == nil {
+		return nil
+	}
+	return c.facts
 }
 
 // describe adds the payment's amounts to an item, for the report.

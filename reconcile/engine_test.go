@@ -188,17 +188,35 @@ func TestConflictLocalTerminal(t *testing.T) {
 	})
 }
 
-func TestStaleRefusedByTimeGuard(t *testing.T) {
+func TestRefundBeforePayoutRefunds(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
 		pi := e.acct.CreatePayment(1000, "gbp", false, at(-6))
 		e.acct.Capture(pi, at(-6).Add(time.Minute))
 		e.acct.Refund(pi, 1000, at(-4))
-		// Someone recorded a settlement at a later provider time than the refund.
+		// The payout's webhook arrived (a later provider time than the
+		// refund's); the refund's was missed. A payout undoes no refund.
 		require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'settled', 1000, 'gbp', ?)`, pi, at(-2)).Error)
 
 		res := e.run(nil)
 		p := e.payment(pi)
-		require.Equal(t, models.StateSettled, p.State)
+		require.Equal(t, models.StateRefunded, p.State)
+		require.Equal(t, int64(1000), p.AmountRefunded)
+		require.True(t, p.SourceUpdatedAt.Equal(at(-4)), "source_updated_at holds the refund's time: %v", p.SourceUpdatedAt)
+		require.Equal(t, []string{"behind/repaired"}, itemKinds(e.items(res.Run.ID)))
+	})
+}
+
+func TestStaleRefusedByTimeGuard(t *testing.T) {
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.acct.CreatePayment(1000, "gbp", true, at(-6))
+		e.acct.Capture(pi, at(-4))
+		// Someone recorded the authorisation at a later provider time than
+		// the capture.
+		require.NoError(t, e.db.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, source_updated_at) VALUES ('stripe', ?, 'authorised', 1000, 'gbp', ?)`, pi, at(-2)).Error)
+
+		res := e.run(nil)
+		p := e.payment(pi)
+		require.Equal(t, models.StateAuthorised, p.State)
 		require.True(t, p.SourceUpdatedAt.Equal(at(-2)))
 		require.Equal(t, []string{"stale/refused"}, itemKinds(e.items(res.Run.ID)))
 	})

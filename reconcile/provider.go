@@ -29,6 +29,19 @@ type Change struct {
 	Amount         int64  // minor units; 0 when the fact carries no amount
 	Currency       string // lower-case ISO 4217; "" when unknown
 	AmountRefunded int64  // refunds of captured money; 0 when the fact says nothing
+	// AmountCaptured is set when the provider captured less than Amount (a
+	// partial capture); 0 otherwise.
+	AmountCaptured int64
+	// PayoutID names the payout of a settlement fact (State settled).
+	PayoutID string
+	// View is set when the fact carries the provider's view of the
+	// payment's refunds (a charge object): Refunded says whether it is fully
+	// refunded and AmountRefunded how much captured money was. ViewCurrent
+	// says the view is the object as it is now (a charge expanded from a
+	// payout's balance transactions, a re-fetch), not at At.
+	View        bool
+	ViewCurrent bool
+	Refunded    bool
 	RawStatus      string // the provider's own word, for reports ("requires_capture", "lost")
 	Unknown        bool   // RawStatus maps to no state: reported, never guessed
 	// Revert, when set, says the provider undid something our state machine

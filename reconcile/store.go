@@ -72,7 +72,8 @@ func (s *store) scan(tx *gorm.DB, dst any, q string, args ...any) error {
 			}
 		case *[]localRow:
 			var r localRow
-			if err := rows.Scan(&r.ProviderID, &r.State, &r.SourceUpdatedAt, &r.Amount, &r.Currency, &r.AmountRefunded); err != nil {
+			if err := rows.Scan(&r.ProviderID, &r.State, &r.SourceUpdatedAt, &r.Amount, &r.Currency, &r.AmountRefunded,
+				&r.SettledAt, &r.PayoutID, &r.AmountCaptured); err != nil {
 				return err
 			}
 			*d = append(*d, r)
@@ -120,10 +121,14 @@ type localRow struct {
 	Amount          int64
 	Currency        string
 	AmountRefunded  int64
+	SettledAt       *time.Time
+	PayoutID        sql.NullString
+	AmountCaptured  sql.NullInt64
 }
 
 func (r localRow) local() Local {
-	return Local{Exists: true, State: models.State(r.State), At: r.SourceUpdatedAt, Amount: r.Amount, Currency: r.Currency, AmountRefunded: r.AmountRefunded}
+	return Local{Exists: true, State: models.State(r.State), At: r.SourceUpdatedAt, Amount: r.Amount, Currency: r.Currency, AmountRefunded: r.AmountRefunded,
+		SettledAt: r.SettledAt, PayoutID: r.PayoutID.String, AmountCaptured: r.AmountCaptured.Int64}
 }
 
 // load reads the rows of ids in one statement.
@@ -139,9 +144,9 @@ func (s *store) load(tx *gorm.DB, provider string, ids []string) (map[string]Loc
 		return nil, err
 	}
 	var rows []localRow
-	if err := s.scan(tx, &rows, s.pick(`SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded
+	if err := s.scan(tx, &rows, s.pick(`SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded, settled_at, payout_id, amount_captured
 		FROM payments WHERE provider = ? AND provider_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))
-		ORDER BY provider_id`, `SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded
+		ORDER BY provider_id`, `SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded, settled_at, payout_id, amount_captured
 		FROM payments WHERE provider = ? AND provider_id IN (SELECT value FROM json_each(?))
 		ORDER BY provider_id`), provider, arg); err != nil {
 		return nil, fmt.Errorf("load payments: %w", err)
@@ -159,7 +164,10 @@ type insertRow struct {
 	At             time.Time `json:"at"`
 	Amount         int64     `json:"amount"`
 	Currency       string    `json:"currency"`
-	AmountRefunded int64     `json:"amount_refunded"`
+	AmountRefunded int64      `json:"amount_refunded"`
+	SettledAt      *time.Time `json:"settled_at"`
+	PayoutID       string     `json:"payout_id"`
+	AmountCaptured *int64     `json:"amount_captured"`
 }
 
 // insertMissing creates rows for payments we did not know; a row created
@@ -173,13 +181,18 @@ func (s *store) insertMissing(tx *gorm.DB, provider, account string, rows []inse
 		return nil, err
 	}
 	var ids []string
-	if err := s.scan(tx, &ids, s.pick(`INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at)
-		SELECT ?, ?, v.provider_id, v.state, v.amount, v.currency, v.amount_refunded, v.at
-		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, state text, at timestamptz, amount bigint, currency text, amount_refunded bigint)
+	if err := s.scan(tx, &ids, s.pick(`INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at,
+		    settled_at, payout_id, amount_captured)
+		SELECT ?, ?, v.provider_id, v.state, v.amount, v.currency, v.amount_refunded, v.at, v.settled_at, NULLIF(v.payout_id, ''), v.amount_captured
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, state text, at timestamptz, amount bigint, currency text, amount_refunded bigint,
+		    settled_at timestamptz, payout_id text, amount_captured bigint)
 		ON CONFLICT (provider, provider_id) DO NOTHING
-		RETURNING provider_id`, `INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at)
+		RETURNING provider_id`, `INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at,
+		    settled_at, payout_id, amount_captured)
 		SELECT ?, ?, json_extract(value, '$.provider_id'), json_extract(value, '$.state'), json_extract(value, '$.amount'),
-		       json_extract(value, '$.currency'), json_extract(value, '$.amount_refunded'), `+sqlTime(`json_extract(value, '$.at')`)+`
+		       json_extract(value, '$.currency'), json_extract(value, '$.amount_refunded'), `+sqlTime(`json_extract(value, '$.at')`)+`,
+		       CASE WHEN json_extract(value, '$.settled_at') IS NULL THEN NULL ELSE `+sqlTime(`json_extract(value, '$.settled_at')`)+` END,
+		       NULLIF(json_extract(value, '$.payout_id'), ''), json_extract(value, '$.amount_captured')
 		FROM json_each(?) WHERE true
 		ON CONFLICT (provider, provider_id) DO NOTHING
 		RETURNING provider_id`), provider, account, arg); err != nil {
@@ -254,6 +267,86 @@ func (s *store) raiseRefunds(tx *gorm.DB, provider string, rows []refundRow) err
 		WHERE p.provider = ? AND p.provider_id = v.provider_id
 		  AND p.amount_refunded < v.refund AND p.state <> 'canceled'`), arg, provider); err != nil {
 		return fmt.Errorf("raise amount_refunded: %w", err)
+	}
+	return nil
+}
+
+type settleRow struct {
+	ProviderID string    `json:"provider_id"`
+	At         time.Time `json:"at"`
+	PayoutID   string    `json:"payout_id"`
+}
+
+// recordSettlements records the payout that paid each payment out, whatever
+// its state (DESIGN section 2): settled_at when it is empty, and a payout id
+// the row lacks or a later payout. It returns how many rows it filled in.
+func (s *store) recordSettlements(tx *gorm.DB, provider string, rows []settleRow) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	arg, err := jsonArg(rows)
+	if err != nil {
+		return 0, err
+	}
+	var ids []string
+	if err := s.scan(tx, &ids, s.pick(`UPDATE payments p
+		SET settled_at = v.at, payout_id = coalesce(NULLIF(v.payout_id, ''), p.payout_id), updated_at = now()
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, at timestamptz, payout_id text)
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND (p.settled_at IS NULL
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.payout_id IS DISTINCT FROM v.payout_id AND p.settled_at <= v.at))
+		RETURNING p.provider_id`, `UPDATE payments AS p
+		SET settled_at = `+sqlTime(`v.at`)+`, payout_id = coalesce(NULLIF(v.payout_id, ''), p.payout_id), updated_at = CURRENT_TIMESTAMP
+		FROM (SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.at') AS at,
+		             json_extract(value, '$.payout_id') AS payout_id FROM json_each(?)) AS v
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND (p.settled_at IS NULL
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.payout_id IS NOT v.payout_id AND julianday(p.settled_at) <= julianday(v.at)))
+		RETURNING provider_id`), arg, provider); err != nil {
+		return 0, fmt.Errorf("record settlements: %w", err)
+	}
+	return int64(len(ids)), nil
+}
+
+type captureRow struct {
+	ProviderID     string `json:"provider_id"`
+	AmountCaptured int64  `json:"amount_captured"`
+}
+
+// recordCaptured records a partial capture's captured amount.
+func (s *store) recordCaptured(tx *gorm.DB, provider string, rows []captureRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := jsonArg(rows)
+	if err != nil {
+		return err
+	}
+	if err := s.exec(tx, s.pick(`UPDATE payments p SET amount_captured = v.amount_captured, updated_at = now()
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, amount_captured bigint)
+		WHERE p.provider = ? AND p.provider_id = v.provider_id AND p.amount_captured IS DISTINCT FROM v.amount_captured`,
+		`UPDATE payments AS p SET amount_captured = v.amount_captured, updated_at = CURRENT_TIMESTAMP
+		FROM (SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.amount_captured') AS amount_captured FROM json_each(?)) AS v
+		WHERE p.provider = ? AND p.provider_id = v.provider_id AND p.amount_captured IS NOT v.amount_captured`), arg, provider); err != nil {
+		return fmt.Errorf("record captured amounts: %w", err)
+	}
+	return nil
+}
+
+// deleteItems removes the items a run wrote earlier for payments that a
+// later batch decides again.
+func (s *store) deleteItems(tx *gorm.DB, runID int64, provider string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	arg, err := jsonArg(ids)
+	if err != nil {
+		return err
+	}
+	if err := s.exec(tx, s.pick(`DELETE FROM drift_items WHERE run_id = ? AND provider = ?
+		AND provider_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))`,
+		`DELETE FROM drift_items WHERE run_id = ? AND provider = ? AND provider_id IN (SELECT value FROM json_each(?))`), runID, provider, arg); err != nil {
+		return fmt.Errorf("replace drift items: %w", err)
 	}
 	return nil
 }
@@ -377,7 +470,7 @@ func (s *store) insertItems(tx *gorm.DB, provider string, runID int64, rows []it
 // counts are a batch's additions to the run's counters, except Examined
 // and InSync, which are the run's totals so far (distinct payments).
 type counts struct {
-	Examined, InSync, Repaired, Refused, Reported, Synthetic, Events int64
+	Examined, InSync, Repaired, Refused, Reported, Synthetic, Events, Settlements int64
 }
 
 func (c *counts) add(o counts) {
@@ -388,6 +481,7 @@ func (c *counts) add(o counts) {
 	c.Reported += o.Reported
 	c.Synthetic += o.Synthetic
 	c.Events += o.Events
+	c.Settlements += o.Settlements
 }
 
 func (s *store) addCounts(tx *gorm.DB, runID int64, c counts, apiRequests int64, cursor string, cursorAt time.Time) error {
@@ -399,8 +493,9 @@ func (s *store) addCounts(tx *gorm.DB, runID int64, c counts, apiRequests int64,
 	return s.exec(tx, `UPDATE reconciliation_runs SET
 		examined = ?, in_sync = ?, repaired = repaired + ?, refused = refused + ?,
 		reported = reported + ?, synthetic_events = synthetic_events + ?, events_read = events_read + ?,
+		settlements_recorded = settlements_recorded + ?,
 		api_requests = ?, progress_cursor = coalesce(?, progress_cursor), progress_at = coalesce(?, progress_at)
-		WHERE id = ?`, c.Examined, c.InSync, c.Repaired, c.Refused, c.Reported, c.Synthetic, c.Events, apiRequests, cur, at, runID)
+		WHERE id = ?`, c.Examined, c.InSync, c.Repaired, c.Refused, c.Reported, c.Synthetic, c.Events, c.Settlements, apiRequests, cur, at, runID)
 }
 
 func setOf(ids []string) map[string]bool {

@@ -26,6 +26,10 @@ type leanEvent struct {
 	ID      string
 	Type    string
 	Created int64
+	// APIVersion is the version Stripe rendered data.object in (the
+	// event's own, not the request's): it decides what amount_refunded
+	// counts after a partial capture.
+	APIVersion string
 	obj     *fastjson.Value
 	raw     json.RawMessage
 }
@@ -81,6 +85,9 @@ func parseEvent(e *fastjson.Value) (*leanEvent, error) {
 		return nil, fmt.Errorf("stripe event %s: %w", ev.ID, err)
 	}
 	if ev.Created, err = num(e, "created", true); err != nil {
+		return nil, fmt.Errorf("stripe event %s: %w", ev.ID, err)
+	}
+	if ev.APIVersion, err = str(e, "api_version", false); err != nil {
 		return nil, fmt.Errorf("stripe event %s: %w", ev.ID, err)
 	}
 	if ev.obj = e.Get("data", "object"); ev.obj == nil || ev.obj.Type() != fastjson.TypeObject {
@@ -163,7 +170,7 @@ func fill(obj *fastjson.Value, v any) error {
 	case *leanPI:
 		*o = leanPI{ID: s("id"), Amount: n("amount"), Currency: s("currency"), Status: s("status")}
 	case *leanCharge:
-		*o = leanCharge{ID: s("id"), Amount: n("amount"), AmountRefunded: n("amount_refunded"), Captured: b("captured"),
+		*o = leanCharge{ID: s("id"), Amount: n("amount"), AmountCaptured: n("amount_captured"), AmountRefunded: n("amount_refunded"), Captured: b("captured"),
 			Refunded: b("refunded"), Currency: s("currency"), PaymentIntent: r("payment_intent")}
 	case *leanRefund:
 		*o = leanRefund{ID: s("id"), Amount: n("amount"), Currency: s("currency"), Status: s("status"), PaymentIntent: r("payment_intent")}
@@ -227,6 +234,7 @@ func (l leanPI) typed() *stripego.PaymentIntent {
 type leanCharge struct {
 	ID             string     `json:"id"`
 	Amount         int64      `json:"amount"`
+	AmountCaptured int64      `json:"amount_captured"`
 	AmountRefunded int64      `json:"amount_refunded"`
 	Captured       bool       `json:"captured"`
 	Refunded       bool       `json:"refunded"`
@@ -235,7 +243,7 @@ type leanCharge struct {
 }
 
 func (l leanCharge) typed() *stripego.Charge {
-	return &stripego.Charge{ID: l.ID, Amount: l.Amount, AmountRefunded: l.AmountRefunded, Captured: l.Captured, Refunded: l.Refunded,
+	return &stripego.Charge{ID: l.ID, Amount: l.Amount, AmountCaptured: l.AmountCaptured, AmountRefunded: l.AmountRefunded, Captured: l.Captured, Refunded: l.Refunded,
 		Currency: stripego.Currency(l.Currency), PaymentIntent: l.PaymentIntent.pi()}
 }
 

@@ -72,7 +72,7 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 		if err := decode("charge", &ch); err != nil {
 			return nil, err
 		}
-		c, ok := chargeChange(base, ch.typed())
+		c, ok := chargeChange(base, ch.typed(), ev.APIVersion)
 		if !ok {
 			return nil, nil
 		}
@@ -149,14 +149,18 @@ func piChange(base reconcile.Change, pi *stripego.PaymentIntent) reconcile.Chang
 // chargeChange maps a charge snapshot. An uncaptured charge marked refunded
 // is the hold released by canceling an authorisation: that payment is
 // canceled by its payment_intent.canceled event, not refunded (ok=false).
-func chargeChange(base reconcile.Change, ch *stripego.Charge) (reconcile.Change, bool) {
+func chargeChange(base reconcile.Change, ch *stripego.Charge, apiVersion string) (reconcile.Change, bool) {
 	c := base
 	c.ProviderID = piID(ch.PaymentIntent)
 	if c.ProviderID == "" || !ch.Captured {
 		return c, false
 	}
 	c.Amount, c.Currency = ch.Amount, string(ch.Currency)
-	c.AmountRefunded = ch.AmountRefunded
+	c.AmountRefunded = CapturedRefunds(ch, apiVersion)
+	c.AmountCaptured = partialCapture(ch)
+	// The charge is the provider's view of the payment's refunds at the
+	// event's time (DESIGN section 2, the local-ahead rule).
+	c.View, c.Refunded = true, ch.Refunded
 	switch {
 	case ch.Refunded:
 		c.State, c.RawStatus = models.StateRefunded, "charge_refunded"
@@ -186,7 +190,15 @@ func (p *Provider) payoutChanges(ctx context.Context, account string, base recon
 		c := base
 		c.ProviderID = string(bt.Source.PaymentIntent)
 		c.State, c.RawStatus = models.StateSettled, "paid_out"
+		c.PayoutID = payout
 		c.Amount, c.Currency = bt.Source.Amount, bt.Source.Currency
+		// The expanded charge is the object as it is now, not at the
+		// payout: a current view of its refunds.
+		if bt.Source.Captured {
+			c.View, c.ViewCurrent = true, true
+			c.Refunded, c.AmountRefunded = bt.Source.Refunded, CapturedRefunds(bt.Source.leanCharge.typed(), stripego.APIVersion)
+			c.AmountCaptured = partialCapture(bt.Source.leanCharge.typed())
+		}
 		out = append(out, c)
 	}
 	if err := it.Err(); err != nil {
@@ -224,7 +236,13 @@ func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile
 		return []reconcile.Change{c}
 	}
 	out := []reconcile.Change{mk(st, when)}
-	if st == models.StateCaptured && ch != nil && ch.Captured && ch.AmountRefunded > 0 {
+	if st == models.StateCaptured && ch != nil && ch.Captured {
+		// The re-fetched charge is the provider's current view of refunds.
+		out[0].View, out[0].ViewCurrent, out[0].Refunded = true, true, ch.Refunded
+		out[0].AmountRefunded = CapturedRefunds(ch, stripego.APIVersion)
+		out[0].AmountCaptured = partialCapture(ch)
+	}
+	if st == models.StateCaptured && ch != nil && ch.Captured && CapturedRefunds(ch, stripego.APIVersion) > 0 {
 		rt := when
 		if ch.Refunds != nil {
 			for _, r := range ch.Refunds.Data {
@@ -235,13 +253,38 @@ func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile
 		}
 		if ch.Refunded {
 			c := mk(models.StateRefunded, rt)
-			c.AmountRefunded = ch.AmountRefunded
+			c.AmountRefunded = CapturedRefunds(ch, stripego.APIVersion)
+			c.View, c.ViewCurrent, c.Refunded = true, true, true
 			out = append(out, c)
-		} else {
-			out[0].AmountRefunded = ch.AmountRefunded
 		}
 	}
 	return out
+}
+
+// basil is the first API version in which a partial capture no longer
+// refunds the uncaptured remainder (docs/providers/stripe.md).
+const basil = "2025-03-31"
+
+// CapturedRefunds is the part of a charge's amount_refunded that refunds
+// captured money. Up to API version 2025-03-31.basil, capturing less than
+// the authorised amount refunds the remainder and counts it in
+// amount_refunded; that release is not a refund (DESIGN section 2). Objects
+// rendered in a later version no longer count it.
+func CapturedRefunds(ch *stripego.Charge, apiVersion string) int64 {
+	r := ch.AmountRefunded
+	if p := partialCapture(ch); p > 0 && (apiVersion == "" || apiVersion < basil) {
+		r -= ch.Amount - p
+	}
+	return max(r, 0)
+}
+
+// partialCapture is the captured amount of a charge that captured less than
+// its amount, else 0.
+func partialCapture(ch *stripego.Charge) int64 {
+	if ch.Captured && ch.AmountCaptured > 0 && ch.AmountCaptured < ch.Amount {
+		return ch.AmountCaptured
+	}
+	return 0
 }
 
 // DeterministicEventID is the id of a change found without an event (DESIGN
