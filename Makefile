@@ -12,6 +12,9 @@ build: ## build the static binary into bin/ (the command the Dockerfile runs)
 test: ## run every test against a throwaway PostgreSQL (or $$DATABASE_URL)
 	./scripts/test.sh
 
+stripemock: ## the checks against Stripe's stripe-mock (installed once by scripts/test.sh) on both stores
+	./scripts/test.sh ./providers/stripe/ -run StripeMock -v
+
 demo: ## run the job against the fake Stripe and a throwaway PostgreSQL
 	./scripts/demo.sh
 
@@ -30,4 +33,4 @@ bench: ## benchmarks of DESIGN section 9: the built binary at 10k, 100k and 1M e
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help build image test demo lint bench ci
+.PHONY: help build image test stripemock demo lint bench ci

@@ -676,12 +676,14 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 			if err != nil {
 				return err
 			}
+			// A row the insert did not create exists already (the live worker
+			// made it meanwhile): the guarded steps apply to it.
 			applied := map[string][]Step{}
 			for round := 0; ; round++ {
 				var steps []stepRow
 				for _, id := range order {
 					pl := plans[id]
-					if inserted[id] || !now[id].Exists || round >= len(pl.Steps) {
+					if inserted[id] || round >= len(pl.Steps) {
 						continue
 					}
 					s := pl.Steps[round]
@@ -703,7 +705,7 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 			var captures []captureRow
 			for _, id := range order {
 				pl := plans[id]
-				if inserted[id] || !now[id].Exists {
+				if inserted[id] {
 					continue
 				}
 				if pl.RefundTo > 0 {

@@ -42,8 +42,8 @@ type Change struct {
 	View        bool
 	ViewCurrent bool
 	Refunded    bool
-	RawStatus      string // the provider's own word, for reports ("requires_capture", "lost")
-	Unknown        bool   // RawStatus maps to no state: reported, never guessed
+	RawStatus   string // the provider's own word, for reports ("requires_capture", "lost")
+	Unknown     bool   // RawStatus maps to no state: reported, never guessed
 	// Revert, when set, says the provider undid something our state machine
 	// cannot undo (dispute won, refund failed): a drift item for a human.
 	Revert string

@@ -159,11 +159,11 @@ func (s *store) load(tx *gorm.DB, provider string, ids []string) (map[string]Loc
 }
 
 type insertRow struct {
-	ProviderID     string    `json:"provider_id"`
-	State          string    `json:"state"`
-	At             time.Time `json:"at"`
-	Amount         int64     `json:"amount"`
-	Currency       string    `json:"currency"`
+	ProviderID     string     `json:"provider_id"`
+	State          string     `json:"state"`
+	At             time.Time  `json:"at"`
+	Amount         int64      `json:"amount"`
+	Currency       string     `json:"currency"`
 	AmountRefunded int64      `json:"amount_refunded"`
 	SettledAt      *time.Time `json:"settled_at"`
 	PayoutID       string     `json:"payout_id"`

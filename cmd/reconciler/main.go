@@ -45,11 +45,14 @@ Usage:
   reconciler migrate [--config FILE]
   reconciler serve   [--config FILE]        long-running: cron schedule, HTTP API, metrics
   reconciler report  (--run ID | --last | --history N) [--format json|csv|md|html] [--output FILE]
+  reconciler verify  [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
+                     [--sample N | --all] [-o table|json]   re-fetch payments from the provider and compare
   reconciler demo    [--payments N] [--seed S] [--db FILE] [--html FILE]   fake providers, local database
   reconciler version
 
 Times are RFC 3339 or dates (2026-11-01); durations are Go durations (24h, 90m).
-Exit codes: 0 finished, 1 failed, 2 usage or configuration error, 3 another run holds the lock.
+Exit codes: 0 finished, 1 failed, 2 usage or configuration error, 3 another run holds the lock,
+4 (verify) a payment differs from the provider and no drift item explains it.
 Run "reconciler COMMAND -h" for a command's flags.
 `
 
@@ -86,6 +89,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		err = cmdReport(ctx, args[1:], stdout, stderr, getenv)
 	case "demo":
 		err = cmdDemo(ctx, args[1:], stdout, stderr, getenv)
+	case "verify":
+		return cmdVerifyMain(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "reconciler %s\n", version)
 		return exitOK

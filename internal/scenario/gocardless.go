@@ -24,15 +24,17 @@ type GoCardless struct {
 	PaidOut      string // payments.paid_out lost: behind (captured → settled)
 	LateFailure  string // a late failure before the payout, lost: behind (captured → failed)
 	// FailedAfterPayout failed late after it was paid out; the failure
-	// arrived, the payout webhook was lost: GoCardless's chain ends at
-	// paid_out, which cannot follow failed: a conflict, refused.
+	// arrived, the payout webhook was lost: the row is already where
+	// GoCardless's chain ends (settled → failed is an allowed edge): in
+	// sync, no item.
 	FailedAfterPayout string
 	ChargedBack       string // payments.charged_back lost: behind (settled → chargeback)
 	// ChargebackCancelled was charged back, then the chargeback was
 	// cancelled: a revert, a conflict, refused.
 	ChargebackCancelled string
 	Refunded            string // refunds.paid lost: behind (settled → refunded)
-	// Stale was refunded at GoCardless, but its row was set by a later fact.
+	// Stale was confirmed at GoCardless (the webhook lost), but its row's
+	// submission was recorded with a later time: the guard refuses it.
 	Stale         string
 	Mismatch      string // recorded locally with another amount: reported
 	UnknownStatus string // a status the mapping does not know: reported
@@ -97,8 +99,7 @@ func NewGoCardless(srv *gcfake.Server, now time.Time, o Options) *GoCardless {
 	srv.CancelChargeback(g.ChargebackCancelled, day(0, 10, 0))
 	g.Refunded = cycle(2000, 8, 3)
 	srv.Refund(g.Refunded, 2000, day(2, 11, 0)) // paid a day later
-	g.Stale = cycle(1250, 8, 3)
-	srv.Refund(g.Stale, 1250, day(2, 12, 0))
+	g.Stale = cycle(1250, 8, 2)
 	g.Mismatch = cycle(3000, 6, 2)
 	g.UnknownStatus = cycle(800, 3, 1)
 	srv.SetRawStatus(g.UnknownStatus, "under_review", "placed_under_review", day(0, 13, 0))
@@ -113,7 +114,7 @@ func NewGoCardless(srv *gcfake.Server, now time.Time, o Options) *GoCardless {
 		{g.FailedAfterPayout, "payments.paid_out"}:        true,
 		{g.ChargedBack, "payments.charged_back"}:          true,
 		{g.Refunded, "refunds.paid"}:                      true,
-		{g.Stale, "refunds.paid"}:                         true,
+		{g.Stale, "payments.confirmed"}:                   true,
 		{g.UnknownStatus, "payments.placed_under_review"}: true,
 	}
 	crafted := map[string]bool{}
@@ -151,23 +152,23 @@ func (g *GoCardless) SeedLocal(ctx context.Context, db *gorm.DB, now time.Time) 
 	if _, _, err := webhooksim.Seed(ctx, db, "gocardless", g.Deliveries, now, func(int, webhooksim.Delivery) bool { return true }); err != nil {
 		return err
 	}
-	// The stale payment's row was set after its refund was paid.
-	var refundPaid time.Time
+	// The stale payment's submission was recorded after its confirmation.
+	var confirmed time.Time
 	for _, d := range webhooksim.GoCardless(g.Srv.Deliveries()) {
 		for _, f := range d.Facts {
-			if f.PaymentID == g.Stale && d.EventType == "refunds.paid" {
-				refundPaid = f.At
+			if f.PaymentID == g.Stale && d.EventType == "payments.confirmed" {
+				confirmed = f.At
 			}
 		}
 	}
-	if refundPaid.IsZero() {
-		return fmt.Errorf("scenario: payment %s has no paid refund", g.Stale)
+	if confirmed.IsZero() {
+		return fmt.Errorf("scenario: payment %s was never confirmed", g.Stale)
 	}
 	edits := []struct {
 		id   string
 		cols map[string]any
 	}{
-		{g.Stale, map[string]any{"state": "settled", "source_updated_at": refundPaid.Add(2 * time.Hour)}},
+		{g.Stale, map[string]any{"state": "authorised", "source_updated_at": confirmed.Add(2 * time.Hour)}},
 		{g.Mismatch, map[string]any{"amount": 2990}},
 	}
 	for _, e := range edits {

@@ -50,10 +50,13 @@ func NewStripe(acct *stripefake.Account, now time.Time, o Options) *Stripe {
 	// Captured at the provider, canceled locally (someone canceled by hand).
 	s.Conflict = acct.CreatePayment(7500, "gbp", false, h(-7))
 	acct.Capture(s.Conflict, h(-7).Add(time.Minute))
-	// Refunded at the provider, but the row was set by a later fact.
-	s.Stale = acct.CreatePayment(1250, "gbp", false, h(-9))
-	acct.Capture(s.Stale, h(-9).Add(time.Minute))
-	acct.Refund(s.Stale, 1250, h(-4))
+	// Captured at the provider, but the row's authorisation was recorded
+	// with a later provider time (a clock or a bug): the guard refuses the
+	// older capture. (A refund against a later settlement is no longer
+	// stale: a payout undoes no refund.)
+	s.Stale = acct.CreatePayment(1250, "gbp", true, h(-9))
+	acct.Authorise(s.Stale, h(-9).Add(time.Minute))
+	acct.Capture(s.Stale, h(-4))
 	// Recorded locally with another amount.
 	s.Mismatch = acct.CreatePayment(3000, "gbp", false, h(-8))
 	acct.Capture(s.Mismatch, h(-8).Add(time.Minute))
@@ -85,7 +88,7 @@ func NewStripe(acct *stripefake.Account, now time.Time, o Options) *Stripe {
 		switch {
 		case mine == s.MissingLocal,
 			mine == s.Behind && d.EventType != "payment_intent.created" && d.EventType != "payment_intent.amount_capturable_updated",
-			mine == s.Stale && d.EventType == "charge.refunded",
+			mine == s.Stale && (d.EventType == "payment_intent.succeeded" || d.EventType == "charge.captured"),
 			mine == s.UnknownStatus && d.EventType == "payment_intent.processing":
 			s.Missed++
 		case mine == s.OutOfOrder && d.EventType == "charge.refunded":
@@ -112,7 +115,7 @@ func (s *Stripe) SeedLocal(ctx context.Context, db *gorm.DB, now time.Time) erro
 		cols map[string]any
 	}{
 		{s.Conflict, map[string]any{"state": "canceled", "source_updated_at": h(-6.9)}},
-		{s.Stale, map[string]any{"state": "settled", "source_updated_at": h(-2)}},
+		{s.Stale, map[string]any{"state": "authorised", "source_updated_at": h(-2)}},
 		{s.Mismatch, map[string]any{"amount": 2999}},
 		{s.LocalAhead, map[string]any{"state": "chargeback", "source_updated_at": h(-1.5)}},
 	}

@@ -1,18 +1,19 @@
 // Package webhooksim plays the application's live webhook worker in tests:
 // it records a delivery in webhook_events (ON CONFLICT DO NOTHING) and moves
-// payments with the same guarded statement the application uses, so tests
-// can seed a database "as the webhooks left it" and race the job.
+// payments with the published guard (package guard) inside the same
+// transaction, as an application is told to, so tests can seed a database
+// "as the webhooks left it" and race the job.
 package webhooksim
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/guard"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
@@ -101,12 +102,24 @@ func apply(tx *gorm.DB, source string, d Delivery) error {
 	}
 }
 
-// ApplyFact applies one fact with the guard of DESIGN section 2.
+// ApplyFact applies one fact as the application's worker would: a payment
+// it did not know is inserted (a row created meanwhile by someone else wins),
+// and every change of an existing row goes through the published guard
+// (package guard), on either store.
 func ApplyFact(tx *gorm.DB, source string, f Fact) error {
+	ctx := tx.Statement.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	g := guard.Postgres
+	if models.SQLite(tx) {
+		g = guard.SQLite
+	}
+	db := tx.Statement.ConnPool // the transaction's *sql.Tx: the guard runs inside it
 	if f.State == models.StateNone {
 		if f.AmountRefunded > 0 {
-			return tx.Exec(`UPDATE payments SET amount_refunded = ? WHERE provider = ? AND provider_id = ? AND amount_refunded < ? AND state <> 'canceled'`,
-				f.AmountRefunded, source, f.PaymentID, f.AmountRefunded).Error
+			_, err := g.RaiseRefund(ctx, db, source, f.PaymentID, f.AmountRefunded)
+			return err
 		}
 		return nil
 	}
@@ -114,29 +127,21 @@ func ApplyFact(tx *gorm.DB, source string, f Fact) error {
 	if f.State != models.StateCanceled {
 		refund = f.AmountRefunded
 	}
-	if err := tx.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (provider, provider_id) DO NOTHING`,
-		source, f.PaymentID, string(f.State), f.Amount, f.Currency, refund, f.At.UTC()).Error; err != nil {
-		return err
-	}
+	at := any(f.At.UTC())
+	insert := `INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (provider, provider_id) DO NOTHING`
 	if models.SQLite(tx) {
-		return tx.Exec(`UPDATE payments SET state = ?, source_updated_at = ?, amount_refunded = max(amount_refunded, ?), updated_at = CURRENT_TIMESTAMP
-		WHERE provider = ? AND provider_id = ? AND instr(',' || ? || ',', ',' || state || ',') > 0
-		  AND (source_updated_at IS NULL OR julianday(source_updated_at) <= julianday(?))`,
-			string(f.State), f.At.UTC(), refund, source, f.PaymentID, preds(f.State), f.At.UTC()).Error
+		// The engine's normalised form of a time on the embedded store.
+		at = f.At.UTC().Format(time.RFC3339Nano)
+		insert = `INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%d %H:%M:%f+00:00', ?)) ON CONFLICT (provider, provider_id) DO NOTHING`
 	}
-	return tx.Exec(`UPDATE payments SET state = ?, source_updated_at = ?, amount_refunded = GREATEST(amount_refunded, ?), updated_at = now()
-		WHERE provider = ? AND provider_id = ? AND state = ANY(string_to_array(?, ','))
-		  AND (source_updated_at IS NULL OR source_updated_at <= ?)`,
-		string(f.State), f.At, refund, source, f.PaymentID, preds(f.State), f.At).Error
-}
-
-func preds(to models.State) string {
-	var s []string
-	for _, p := range models.Predecessors(to) {
-		s = append(s, string(p))
+	res := tx.Exec(insert, source, f.PaymentID, string(f.State), f.Amount, f.Currency, refund, at)
+	if res.Error != nil || res.RowsAffected > 0 {
+		return res.Error
 	}
-	return strings.Join(s, ",")
+	_, err := g.Advance(ctx, db, source, f.PaymentID, f.State, f.At, f.AmountRefunded)
+	return err
 }
 
 // Seed delivers every delivery up to t that keep(i, d) accepts, as the

@@ -46,6 +46,10 @@ func (f *fake) StatusCases(at time.Time) []providertest.StatusCase {
 	add := func(raw string, pm string, when time.Time, want models.State) {
 		out = append(out, providertest.StatusCase{Raw: raw, PaymentID: pm, At: when.Truncate(time.Millisecond), Want: want, Unknown: want == models.StateNone})
 	}
+	// noState is a known fact that moves no state (not an unknown status).
+	noState := func(raw string, pm string, when time.Time) {
+		out = append(out, providertest.StatusCase{Raw: raw, PaymentID: pm, At: when.Truncate(time.Millisecond), Want: models.StateNone})
+	}
 	ms := time.Millisecond
 	pm := s.CreatePayment(100, "GBP", at)
 	add("pending_submission", pm, at, models.StateCreated)
@@ -71,6 +75,25 @@ func (f *fake) StatusCases(at time.Time) []providertest.StatusCase {
 	s.Submit(pm, at.Add(ms))
 	s.Fail(pm, at.Add(2*ms))
 	add("failed", pm, at.Add(2*ms), models.StateFailed)
+	// A failure GoCardless will retry (details.will_attempt_retry true) is
+	// not final, nor is its resubmission a revert.
+	pm = s.CreatePayment(100, "GBP", at)
+	s.Submit(pm, at.Add(ms))
+	s.FailWillRetry(pm, at.Add(2*ms))
+	noState("failed, will_attempt_retry", pm, at.Add(2*ms))
+	s.AutoRetry(pm, at.Add(3*ms))
+	noState("resubmission_requested, payment_autoretried", pm, at.Add(3*ms))
+	s.Submit(pm, at.Add(4*ms))
+	s.Confirm(pm, at.Add(5*ms))
+	add("confirmed after a retry", pm, at.Add(5*ms), models.StateCaptured)
+	late := s.CreatePayment(100, "GBP", at)
+	s.Submit(late, at.Add(ms))
+	s.Confirm(late, at.Add(2*ms))
+	s.PayOut(at.Add(3*ms), late)
+	s.Fail(late, at.Add(4*ms))
+	add("failed after paid_out", late, at.Add(4*ms), models.StateFailed)
+	s.LateFailureSettled(late, at.Add(5*ms))
+	add("late_failure_settled", late, at.Add(5*ms), models.StateFailed)
 	cb := s.CreatePayment(100, "GBP", at)
 	s.Submit(cb, at.Add(ms))
 	s.Confirm(cb, at.Add(2*ms))

@@ -128,6 +128,10 @@ func FuzzEventsPage(f *testing.F) {
 	f.Add([]byte(`{"events":[{"id":"EV1","created_at":"2026-11-19T10:00:00.000Z","action":"confirmed","resource_type":"payments","links":{"payment":"PM1"}}],"linked":{"payments":[{"id":"PM1","amount":-5,"currency":"GBP","status":"weird"}]},"meta":{"cursors":{"after":"EV1"}}}`), []byte(`{"id":"PM1","amount":0,"amount_refunded":0}`))
 	f.Add([]byte(`{"events":[{"id":"EV2","action":"paid","resource_type":"refunds","links":{"refund":"RF1","payment":"PM1"}}]}`), []byte(`{"id":"PM1","amount":100,"amount_refunded":9223372036854775807,"status":"paid_out"}`))
 	f.Add([]byte(`{"events":null}`), []byte(`null`))
+	f.Add([]byte(`{"events":[{"id":"EV4","created_at":"2026-11-19T10:00:00.000Z","action":"resubmission_requested","resource_type":"payments","links":{"payment":"PM1"},"details":{"origin":"gocardless","cause":"payment_autoretried"}},`+
+		`{"id":"EV3","created_at":"2026-11-19T09:00:00.000Z","action":"failed","resource_type":"payments","links":{"payment":"PM1"},"details":{"origin":"bank","cause":"refer_to_payer","reason_code":"ARUDD-0","will_attempt_retry":true}},`+
+		`{"id":"EV5","created_at":"2026-11-19T11:00:00.000Z","action":"late_failure_settled","resource_type":"payments","links":{"payment":"PM1"},"details":{"will_attempt_retry":"yes"}}]}`),
+		[]byte(`{"id":"PM1","amount":100,"status":"failed","retry_if_possible":true}`))
 	f.Fuzz(func(t *testing.T, page, payment []byte) {
 		p := fuzzProvider(t, page, payment)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -171,6 +175,7 @@ func FuzzFetchedPayment(f *testing.F) {
 	}
 	f.Add([]byte(`{"id":"PM1","created_at":"2026-11-01T00:00:00Z","charge_date":"2026-11-05","amount":100,"amount_refunded":100,"currency":"GBP","status":"paid_out"}`))
 	f.Add([]byte(`{"id":"PM1","charge_date":"not a date","amount":-1,"status":"confirmed"}`))
+	f.Add([]byte(`{"id":"PM1","created_at":"2026-11-01T00:00:00Z","amount":100,"currency":"GBP","status":"failed","retry_if_possible":true}`))
 	f.Fuzz(func(t *testing.T, payment []byte) {
 		p := fuzzProvider(t, nil, payment)
 		got, _ := p.Fetch(context.Background(), reconcile.FetchParams{ProviderIDs: []string{"PM1"}})

@@ -206,13 +206,28 @@ type Event struct {
 		Payment string `json:"payment"`
 		Refund  string `json:"refund"`
 	} `json:"links"`
-	Details struct {
-		Origin      string `json:"origin"`
-		Cause       string `json:"cause"`
-		Description string `json:"description"`
-		ReasonCode  string `json:"reason_code"`
-	} `json:"details"`
+	Details EventDetails `json:"details"`
 }
+
+// EventDetails is an event's details object (why the event happened).
+type EventDetails struct {
+	Origin      string `json:"origin"` // bank, gocardless, api, customer, payer
+	Cause       string `json:"cause"`  // e.g. refer_to_payer, payment_autoretried
+	Description string `json:"description"`
+	Scheme      string `json:"scheme"`
+	ReasonCode  string `json:"reason_code"` // the bank's reason code, e.g. ARUDD-0
+	// WillAttemptRetry is set on a payment's failed event: true when
+	// GoCardless will retry the payment itself (Success+ intelligent
+	// retries), so the failure is not final. Absent counts as false.
+	WillAttemptRetry *bool `json:"will_attempt_retry"`
+	// NotRetriedReason says why a failure is not retried
+	// (failure_filter_applied, other) when WillAttemptRetry is false.
+	NotRetriedReason string `json:"not_retried_reason"`
+}
+
+// willRetry reports whether a payments.failed event says GoCardless will
+// retry the payment.
+func (d EventDetails) willRetry() bool { return d.WillAttemptRetry != nil && *d.WillAttemptRetry }
 
 // Payment is a GoCardless payment.
 type Payment struct {
@@ -223,6 +238,10 @@ type Payment struct {
 	AmountRefunded int64     `json:"amount_refunded"`
 	Currency       string    `json:"currency"`
 	Status         string    `json:"status"`
+	// RetryIfPossible: on failure, GoCardless may retry the payment itself
+	// (Success+). Only then can a failed payment still be collected without
+	// the merchant asking.
+	RetryIfPossible bool `json:"retry_if_possible"`
 }
 
 // Refund is a GoCardless refund.
@@ -356,6 +375,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		}
 		return items[i].ev.ID < items[j].ev.ID
 	})
+	retryFacts(items)
 	var page reconcile.Page
 	for _, it := range items {
 		if err := ctx.Err(); err != nil {
@@ -410,7 +430,46 @@ func (p *Provider) Fetch(ctx context.Context, fp reconcile.FetchParams) ([]recon
 		if pm.ID != id {
 			return out, fmt.Errorf("get gocardless payment %s: the answer is for %q", id, pm.ID)
 		}
-		out = append(out, fetchedChange(pm, r.Payments))
+		var last *Event
+		if pm.Status == "failed" && pm.RetryIfPossible {
+			// A failed payment keeps status failed until GoCardless
+			// resubmits it: only its latest failed event says whether a
+			// retry is coming (details.will_attempt_retry).
+			ev, err := p.lastFailed(ctx, id)
+			if err != nil {
+				return out, err
+			}
+			last = ev
+		}
+		out = append(out, fetchedChangeAfter(pm, r.Payments, last))
 	}
 	return out, nil
+}
+
+// lastFailed returns the payment's newest payments.failed event, or nil
+// when the event log holds none. Events are filtered by payment and action
+// (resource_type cannot be combined with payment); a refund's failed event
+// of the same payment is skipped.
+func (p *Provider) lastFailed(ctx context.Context, id string) (*Event, error) {
+	q := url.Values{}
+	q.Set("payment", id)
+	q.Set("action", "failed")
+	q.Set("limit", "20")
+	var pg struct {
+		Events []Event `json:"events"`
+	}
+	if err := p.get(ctx, "/events", q, &pg); err != nil {
+		return nil, fmt.Errorf("list gocardless failed events of %s: %w", id, err)
+	}
+	var last *Event
+	for i := range pg.Events {
+		ev := &pg.Events[i]
+		if ev.Action != "failed" || ev.ResourceType != "payments" || ev.Links.Payment != id {
+			continue
+		}
+		if last == nil || ev.CreatedAt.After(last.CreatedAt) || ev.CreatedAt.Equal(last.CreatedAt) && ev.ID > last.ID {
+			last = ev
+		}
+	}
+	return last, nil
 }

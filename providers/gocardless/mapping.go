@@ -33,8 +33,29 @@ func StatusState(status string) (s models.State, ok bool) {
 	return models.StateNone, false
 }
 
+// Raw statuses of GoCardless facts that move no state.
+const (
+	// RawFailedWillRetry is a payments.failed event with
+	// details.will_attempt_retry true, or a re-fetched failed payment whose
+	// latest failure says so: GoCardless will retry it, so it is not final.
+	RawFailedWillRetry = "failed_will_retry"
+	// RawRetried is a resubmission_requested that follows a failure
+	// GoCardless said it would retry: the normal Success+ flow.
+	RawRetried = "resubmission_requested"
+	// RawLateFailureSettledWillRetry is a late_failure_settled (the clawback
+	// of a late failure from a payout) of a failure GoCardless retries.
+	RawLateFailureSettledWillRetry = "late_failure_settled_will_retry"
+)
+
+// Explanations of the drift items the retry mapping makes.
+const (
+	revertResubmitted             = "GoCardless was asked to resubmit the payment after a failure it does not retry itself (will_attempt_retry false, or a merchant's retry through the API): the later collection cannot follow failed."
+	revertRetriedButFailedLocally = "GoCardless is retrying the payment after a failure it said it would retry (will_attempt_retry true), but the local row records it failed, a terminal state: the retry's collection cannot be applied."
+)
+
 // actionState maps a payment event's action to the state it establishes at
-// the event's time.
+// the event's time. A failed event GoCardless will retry and the
+// resubmission after it are mapped by retryFacts instead.
 var actionState = map[string]models.State{
 	"created":                   models.StateCreated,
 	"customer_approval_granted": models.StateCreated,
@@ -50,8 +71,7 @@ var actionState = map[string]models.State{
 
 // reverts are actions that undo something the state machine cannot undo.
 var reverts = map[string]string{
-	"chargeback_cancelled":   "The chargeback was cancelled at GoCardless (the money came back).",
-	"resubmission_requested": "GoCardless was asked to resubmit the payment after it failed.",
+	"chargeback_cancelled": "The chargeback was cancelled at GoCardless (the money came back).",
 }
 
 // informational actions change no state.
@@ -75,6 +95,14 @@ func paymentEventChanges(ev Event, pm Payment, linked bool, flagged map[string]b
 	}
 	var out []reconcile.Change
 	switch st, ok := actionState[ev.Action]; {
+	case ev.Action == "failed" && ev.Details.willRetry():
+		// Not final: GoCardless resubmits it (Success+), and the retry's
+		// submitted, confirmed and paid_out must still apply.
+		c := base
+		c.RawStatus = RawFailedWillRetry
+		out = append(out, c)
+	case ev.Action == "resubmission_requested":
+		out = append(out, resubmission(base, ev.Details.Cause == "payment_autoretried"))
 	case ok:
 		c := base
 		c.State = st
@@ -101,15 +129,119 @@ func paymentEventChanges(ev Event, pm Payment, linked bool, flagged map[string]b
 	return out
 }
 
+// resubmission maps a payments.resubmission_requested. After a failure
+// GoCardless retries (retried: details.cause payment_autoretried, or the
+// window's preceding failure had will_attempt_retry true) it is the normal
+// flow: no state change, and the retry's later facts apply. It is a drift
+// item only for a local row already recorded failed, which the state
+// machine cannot leave. After a final failure (a merchant's retry through
+// the API) it is a drift item whatever the local state.
+func resubmission(base reconcile.Change, retried bool) reconcile.Change {
+	c := base
+	c.State = models.StateNone
+	if retried {
+		c.RawStatus = RawRetried
+		c.Revert, c.RevertOnlyFrom = revertRetriedButFailedLocally, []models.State{models.StateFailed}
+		return c
+	}
+	c.RawStatus = "resubmission_requested"
+	c.Revert, c.RevertOnlyFrom = revertResubmitted, nil
+	return c
+}
+
+// retryFacts revises, per payment in provider-time order, the facts whose
+// meaning depends on the payment's latest failure in the window: a
+// resubmission after a failure GoCardless retries is normal, one after a
+// final failure is drift; a late failure's settlement against a payout is
+// final (failed) unless GoCardless retries that failure. Facts with no
+// failure before them in the window keep their own mapping (a
+// resubmission by its details.cause; late_failure_settled → failed).
+//
+// A normal resubmission reports a local failed row only when nothing later
+// in the window fails the payment again: a retry that failed finally ends
+// failed rightly (whether the engine reads RevertOnlyFrom before or after
+// its write).
+func retryFacts(items []item) {
+	retryFailures(items)
+	failedLater := map[string]bool{}
+	for i := len(items) - 1; i >= 0; i-- {
+		for k := len(items[i].changes) - 1; k >= 0; k-- {
+			c := &items[i].changes[k]
+			switch {
+			case c.Unknown || c.ProviderID == "":
+			case c.State == models.StateFailed:
+				failedLater[c.ProviderID] = true
+			case c.RawStatus == RawRetried && len(c.RevertOnlyFrom) > 0 && failedLater[c.ProviderID]:
+				c.Revert, c.RevertOnlyFrom = "", nil
+			}
+		}
+	}
+}
+
+// retryFailures is retryFacts's forward pass.
+func retryFailures(items []item) {
+	const (
+		none = iota
+		willRetry
+		final
+	)
+	last := map[string]int{}
+	for i := range items {
+		for k := range items[i].changes {
+			c := &items[i].changes[k]
+			if c.Unknown || c.ProviderID == "" {
+				continue
+			}
+			switch c.EventType {
+			case "payments.failed":
+				last[c.ProviderID] = final
+				if c.RawStatus == RawFailedWillRetry {
+					last[c.ProviderID] = willRetry
+				}
+			case "payments.resubmission_requested":
+				switch last[c.ProviderID] {
+				case willRetry:
+					*c = resubmission(*c, true)
+				case final:
+					*c = resubmission(*c, false)
+				}
+			case "payments.late_failure_settled":
+				if last[c.ProviderID] == willRetry {
+					c.State, c.RawStatus = models.StateNone, RawLateFailureSettledWillRetry
+				}
+			}
+		}
+	}
+}
+
 // fetchedChange maps a re-fetched payment (stuck path) to a change with a
 // deterministic event id and the most specific time the object carries.
 func fetchedChange(pm Payment, raw json.RawMessage) reconcile.Change {
+	return fetchedChangeAfter(pm, raw, nil)
+}
+
+// fetchedChangeAfter is fetchedChange for a payment whose latest failed
+// event is known (lastFailed; nil when none was read). A failed payment
+// stays failed until GoCardless resubmits it, so its status alone cannot say
+// whether a retry is coming: a failed payment with retry_if_possible whose
+// latest failure says will_attempt_retry is not final and moves no state;
+// any other failed payment is failed, at the failure's time when known.
+func fetchedChangeAfter(pm Payment, raw json.RawMessage, lastFailed *Event) reconcile.Change {
 	c := reconcile.Change{ProviderID: pm.ID, At: pm.CreatedAt.UTC(), Amount: pm.Amount, Currency: strings.ToLower(pm.Currency),
 		AmountRefunded: pm.AmountRefunded, RawStatus: pm.Status, Inferred: true, Payload: raw}
 	st, ok := StatusState(pm.Status)
 	if !ok {
 		c.Unknown = true
 		return c
+	}
+	if st == models.StateFailed && lastFailed != nil {
+		if pm.RetryIfPossible && lastFailed.Details.willRetry() {
+			c.RawStatus, c.Payload = RawFailedWillRetry, nil
+			return c
+		}
+		if t := lastFailed.CreatedAt.UTC(); t.After(c.At) {
+			c.At = t
+		}
 	}
 	c.State = st
 	// The charge date is when Bacs collected the money: the best time GoCardless

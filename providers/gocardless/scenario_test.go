@@ -16,9 +16,11 @@ import (
 )
 
 // A Bacs cycle whose webhooks were partly missed: submitted, confirmed,
-// paid out, a late failure, a chargeback, a cancelled chargeback, a
-// resubmission, a refund. The run leaves every payment where GoCardless
-// implies, reports what it must, and a rerun changes nothing.
+// paid out, a late failure (before and after the payout), a chargeback, a
+// cancelled chargeback, a merchant's resubmission after a final failure, a
+// failure GoCardless retried and then collected, a refund. The run leaves
+// every payment where GoCardless implies, reports what it must, and a rerun
+// changes nothing.
 func TestBacsCycleWithMissedWebhooks(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -47,7 +49,7 @@ func TestBacsCycleWithMissedWebhooks(t *testing.T) {
 	s.Fail(lateFail, d(2, 16)) // after confirmed: failed
 	failedAfterPayout := cycle(2)
 	s.PayOut(d(1, 7), failedAfterPayout)
-	s.Fail(failedAfterPayout, d(0, 8)) // settled → failed is no allowed edge: a conflict
+	s.Fail(failedAfterPayout, d(0, 8)) // settled → failed: a Direct Debit late failure after payout
 	chargedBack := cycle(2)
 	s.PayOut(d(2, 7), chargedBack)
 	s.ChargeBack(chargedBack, d(1, 9))
@@ -56,8 +58,17 @@ func TestBacsCycleWithMissedWebhooks(t *testing.T) {
 	s.ChargeBack(cbCancelled, d(1, 9))
 	s.CancelChargeback(cbCancelled, d(0, 9))
 	resubmitted := cycle(1)
-	s.Fail(resubmitted, d(4, 16))
+	s.Fail(resubmitted, d(4, 16)) // final (will_attempt_retry false)
 	s.RequestResubmission(resubmitted, d(3, 11))
+	// Success+: failed with will_attempt_retry true, resubmitted by
+	// GoCardless, collected on the retry and paid out.
+	retried := s.CreatePayment(2500, "GBP", d(10, 9))
+	s.Submit(retried, d(9, 15))
+	s.FailWillRetry(retried, d(6, 6))
+	s.AutoRetry(retried, d(6, 7))
+	s.Submit(retried, d(4, 15))
+	s.Confirm(retried, d(1, 6))
+	s.PayOut(d(0, 7), retried)
 	refunded := cycle(2)
 	s.PayOut(d(2, 7), refunded)
 	s.Refund(refunded, 2500, d(1, 8))
@@ -110,7 +121,8 @@ func TestBacsCycleWithMissedWebhooks(t *testing.T) {
 	}
 	require.Equal(t, models.StateSettled, got[settled].State)
 	require.Equal(t, models.StateFailed, got[lateFail].State)
-	require.Contains(t, []models.State{models.StateSettled, models.StateFailed}, got[failedAfterPayout].State)
+	require.Equal(t, models.StateFailed, got[failedAfterPayout].State)
+	require.Equal(t, models.StateSettled, got[retried].State, "a failure GoCardless retried is not final")
 	require.Equal(t, models.StateChargeback, got[chargedBack].State)
 	require.Equal(t, models.StateChargeback, got[cbCancelled].State)
 	require.Equal(t, models.StateFailed, got[resubmitted].State)
@@ -119,7 +131,8 @@ func TestBacsCycleWithMissedWebhooks(t *testing.T) {
 	require.Equal(t, models.StateCaptured, got[unknownLocally].State)
 
 	require.Contains(t, kinds[unknownLocally], "missing_local/repaired")
-	require.Contains(t, kinds[failedAfterPayout], "conflict/refused", "a failure after payout cannot be applied")
+	require.NotContains(t, kinds[failedAfterPayout], "conflict/refused", "a late failure after payout is an allowed edge")
+	require.NotContains(t, kinds[retried], "conflict/refused", "a retry after a failure GoCardless retries is normal")
 	require.Contains(t, kinds[cbCancelled], "conflict/refused", "a cancelled chargeback is for a human")
 	require.Contains(t, kinds[resubmitted], "conflict/refused", "a resubmission is for a human")
 	var synthetic int64

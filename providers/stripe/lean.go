@@ -30,8 +30,8 @@ type leanEvent struct {
 	// event's own, not the request's): it decides what amount_refunded
 	// counts after a partial capture.
 	APIVersion string
-	obj     *fastjson.Value
-	raw     json.RawMessage
+	obj        *fastjson.Value
+	raw        json.RawMessage
 }
 
 // leanEventList is a page of /v1/events, parsed once with fastjson (one

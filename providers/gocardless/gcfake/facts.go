@@ -79,6 +79,13 @@ func (s *Server) Deliveries() []Delivery {
 // state change applies when the payment has no state yet or models.Guard
 // allows it; amount_refunded only grows and stays 0 for canceled payments.
 // Payments created after t are absent.
+//
+// A failure GoCardless retries (details.will_attempt_retry true) is not
+// final: its fact, the resubmission after it and the settlement of such a
+// late failure imply no state change, so a payment failed, retried and
+// collected ends where the collection put it (captured, settled), and one
+// whose failure is pending a retry stays where it was. Only a final failure
+// (will_attempt_retry false) implies failed.
 func (s *Server) ExpectedAt(t time.Time) map[string]Expected {
 	s.rlock()
 	defer s.mu.RUnlock()

@@ -58,7 +58,7 @@ type event struct {
 	Action       string            `json:"action"`
 	ResourceType string            `json:"resource_type"`
 	Links        map[string]string `json:"links"`
-	Details      map[string]string `json:"details"`
+	Details      map[string]any    `json:"details"`
 	Metadata     map[string]any    `json:"metadata"`
 }
 
@@ -569,11 +569,14 @@ func TestExpectedAtBacsCycle(t *testing.T) {
 	late := s.CreatePayment(1000, "GBP", t0)
 	cycle(late)
 	s.Fail(late, day(5, 0))
-	// late failure after paid_out → the guard refuses: settled
+	// late failure after paid_out → failed (settled → failed is an allowed
+	// edge: a Direct Debit late failure after payout), then settled against
+	// a payout: stays failed
 	lateSettled := s.CreatePayment(1100, "GBP", t0)
 	cycle(lateSettled)
 	s.PayOut(day(5, -2), lateSettled)
 	s.Fail(lateSettled, day(7, 0))
+	s.LateFailureSettled(lateSettled, day(8, 7))
 	// chargeback, then cancelled: stays chargeback
 	cb := s.CreatePayment(1200, "GBP", t0)
 	cycle(cb)
@@ -604,15 +607,49 @@ func TestExpectedAtBacsCycle(t *testing.T) {
 	raw := s.CreatePayment(1800, "GBP", t0)
 	s.SetRawStatus(raw, "mystery", "mystery_happened", day(1, 0))
 	later := s.CreatePayment(1900, "GBP", day(40, 0))
+	// Success+: fails with will_attempt_retry true, GoCardless resubmits it,
+	// and the retry is collected and paid out → settled, never failed
+	retried := s.CreatePayment(2000, "GBP", t0)
+	s.SetRetryIfPossible(retried, true)
+	s.Submit(retried, day(1, 6))
+	s.FailWillRetry(retried, day(4, -3))
+	s.AutoRetry(retried, day(4, -2))
+	s.Submit(retried, day(6, 6))
+	s.Confirm(retried, day(9, -3))
+	s.PayOut(day(10, -2), retried)
+	// a failure GoCardless will retry, not yet resubmitted → still authorised
+	pending := s.CreatePayment(2100, "GBP", t0)
+	s.Submit(pending, day(1, 6))
+	s.FailWillRetry(pending, day(4, -3))
+	// retried, and the retry fails finally → failed
+	retriedFailed := s.CreatePayment(2200, "GBP", t0)
+	s.Submit(retriedFailed, day(1, 6))
+	s.FailWillRetry(retriedFailed, day(4, -3))
+	s.AutoRetry(retriedFailed, day(4, -2))
+	s.Submit(retriedFailed, day(6, 6))
+	s.Fail(retriedFailed, day(9, -3))
+	// a late failure after payout that GoCardless retries: its settlement
+	// against a payout is not final either → settled again after the retry
+	lateRetried := s.CreatePayment(2300, "GBP", t0)
+	cycle(lateRetried)
+	s.PayOut(day(5, -2), lateRetried)
+	s.FailWillRetry(lateRetried, day(7, 0))
+	s.LateFailureSettled(lateRetried, day(8, 7))
+	s.AutoRetry(lateRetried, day(8, 8))
+	s.Submit(lateRetried, day(11, 6))
+	s.Confirm(lateRetried, day(14, -3))
+	s.PayOut(day(15, -2), lateRetried)
 
 	assert.NotEmpty(t, po)
 	assert.NotEmpty(t, rf1)
 
 	end := s.ExpectedAt(day(60, 0))
 	want := map[string]models.State{
-		late: models.StateFailed, lateSettled: models.StateSettled, cb: models.StateChargeback,
+		late: models.StateFailed, lateSettled: models.StateFailed, cb: models.StateChargeback,
 		re: models.StateFailed, full: models.StateRefunded, part: models.StateSettled,
 		can: models.StateCanceled, den: models.StateCanceled, raw: models.StateCreated, later: models.StateCreated,
+		retried: models.StateSettled, pending: models.StateAuthorised, retriedFailed: models.StateFailed,
+		lateRetried: models.StateSettled,
 	}
 	for id, st := range want {
 		assert.Equal(t, st, end[id].State, id)
@@ -625,6 +662,12 @@ func TestExpectedAtBacsCycle(t *testing.T) {
 	assert.Equal(t, int64(1400), end[full].Amount)
 	assert.Equal(t, day(20, 0), end[cb].At)
 	assert.Equal(t, day(5, 0), end[late].At)
+	assert.Equal(t, day(7, 0), end[lateSettled].At, "failed at the late failure; its settlement changes nothing")
+	assert.Equal(t, day(10, -2), end[retried].At)
+	assert.Equal(t, day(1, 6), end[pending].At, "a failure that will be retried is not final")
+	assert.Equal(t, models.StateCaptured, s.ExpectedAt(day(9, -3))[retried].State)
+	assert.Equal(t, models.StateAuthorised, s.ExpectedAt(day(4, -2))[retried].State, "failed, will be retried: unchanged")
+	assert.Equal(t, models.StateSettled, s.ExpectedAt(day(8, 8))[lateRetried].State)
 
 	// over time
 	at := func(t time.Time, id string) Expected { return s.ExpectedAt(t)[id] }
@@ -660,20 +703,107 @@ func TestExpectedAtBacsCycle(t *testing.T) {
 			assert.Equal(t, models.StateNone, f.State)
 		}
 		if d.EventType == "payments.failed" {
-			if f.PaymentID == late || f.PaymentID == lateSettled {
-				assert.Equal(t, "late_failure", ev.Details["cause"])
-				assert.Equal(t, "bank", ev.Details["origin"])
-			} else {
+			assert.Equal(t, "bank", ev.Details["origin"])
+			retry, ok := ev.Details["will_attempt_retry"].(bool)
+			require.True(t, ok, "every payment failed event carries will_attempt_retry")
+			switch {
+			case f.PaymentID == late || f.PaymentID == lateSettled:
+				assert.Equal(t, "refer_to_payer", ev.Details["cause"])
+				assert.Equal(t, "ARUDD-0", ev.Details["reason_code"])
+				assert.False(t, retry)
+				assert.Equal(t, models.StateFailed, f.State)
+			case retry:
+				assert.Contains(t, []string{pending, retried, retriedFailed, lateRetried}, f.PaymentID)
+				assert.Equal(t, "refer_to_payer", ev.Details["cause"], "Success+ retries insufficient funds only")
+				assert.Equal(t, "ARUDD-0", ev.Details["reason_code"])
+				assert.Equal(t, models.StateNone, f.State, "a failure GoCardless retries is not final")
+			case f.PaymentID == retriedFailed:
+				assert.Equal(t, models.StateFailed, f.State, "the retry's failure is final")
+			default:
 				assert.Equal(t, "mandate_cancelled", ev.Details["cause"])
+				assert.Equal(t, models.StateFailed, f.State)
 			}
+		} else {
+			assert.NotContains(t, ev.Details, "will_attempt_retry")
+		}
+		if d.EventType == "payments.resubmission_requested" {
+			if f.PaymentID == re {
+				assert.Equal(t, map[string]any{"origin": "api", "cause": "payment_retried"}, map[string]any{"origin": ev.Details["origin"], "cause": ev.Details["cause"]})
+			} else {
+				assert.Equal(t, map[string]any{"origin": "gocardless", "cause": "payment_autoretried"}, map[string]any{"origin": ev.Details["origin"], "cause": ev.Details["cause"]})
+			}
+			assert.Equal(t, models.StateNone, f.State)
+		}
+		if d.EventType == "payments.late_failure_settled" {
+			want := models.StateFailed
+			if f.PaymentID == lateRetried {
+				want = models.StateNone
+			}
+			assert.Equal(t, want, f.State)
 		}
 	}
 	for _, typ := range []string{"payments.created", "payments.submitted", "payments.confirmed", "payments.paid_out",
 		"payments.failed", "payments.cancelled", "payments.customer_approval_denied", "payments.charged_back",
 		"payments.chargeback_cancelled", "payments.resubmission_requested", "payments.mystery_happened",
-		"refunds.created", "refunds.paid"} {
+		"payments.late_failure_settled", "refunds.created", "refunds.paid"} {
 		assert.Positive(t, types[typ], typ)
 	}
+}
+
+// The stuck-payment path reads a payment's latest failure with
+// GET /events?payment=…&action=failed; resource_type cannot be combined
+// with payment.
+func TestEventsFilteredByPaymentAndAction(t *testing.T) {
+	s := newServer(t, Options{Seed: 13})
+	a := s.CreatePayment(1000, "GBP", t0)
+	b := s.CreatePayment(1000, "GBP", t0)
+	s.Submit(a, t0.Add(time.Hour))
+	s.Submit(b, t0.Add(time.Hour))
+	s.FailWillRetry(a, t0.Add(72*time.Hour))
+	s.Fail(b, t0.Add(72*time.Hour))
+	s.AutoRetry(a, t0.Add(73*time.Hour))
+	s.Submit(a, t0.Add(96*time.Hour))
+	s.Fail(a, t0.Add(168*time.Hour))
+
+	l := listEventsOK(t, s, "payment="+a)
+	assert.Equal(t, []string{"failed", "submitted", "resubmission_requested", "failed", "submitted", "created"}, actions(l.Events))
+	l = listEventsOK(t, s, "payment="+a+"&action=failed&limit=1")
+	require.Len(t, l.Events, 1)
+	assert.Equal(t, false, l.Events[0].Details["will_attempt_retry"], "the newest failure is the final one")
+	require.NotNil(t, l.Meta.Cursors.After)
+	l = listEventsOK(t, s, "payment="+a+"&action=failed&after="+*l.Meta.Cursors.After)
+	require.Len(t, l.Events, 1)
+	assert.Equal(t, true, l.Events[0].Details["will_attempt_retry"])
+	assert.Equal(t, a, l.Events[0].Links["payment"])
+	l = listEventsOK(t, s, "action=failed")
+	assert.Len(t, l.Events, 3)
+	assert.Empty(t, listEventsOK(t, s, "payment=PM000000000000").Events)
+	assert.Empty(t, listEventsOK(t, s, "action=no_such_action").Events)
+
+	var p struct {
+		Payments payment `json:"payments"`
+	}
+	_, _, body := get(t, s, "/payments/"+a)
+	require.NoError(t, json.Unmarshal(body, &p))
+	assert.Equal(t, "failed", p.Payments.Status)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(body, &raw))
+	assert.Equal(t, true, raw["payments"].(map[string]any)["retry_if_possible"], "FailWillRetry implies Success+")
+	_, _, body = get(t, s, "/payments/"+b)
+	require.NoError(t, json.Unmarshal(body, &raw))
+	assert.Equal(t, false, raw["payments"].(map[string]any)["retry_if_possible"])
+
+	st, _, body := get(t, s, "/events?resource_type=payments&payment="+a)
+	assert.Equal(t, 400, st)
+	assert.Equal(t, "invalid_filter", decodeErr(t, body).Error.Errors[0].Reason)
+}
+
+func actions(evs []event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Action
+	}
+	return out
 }
 
 func TestGenerateDeterministicAndRealistic(t *testing.T) {
@@ -708,9 +838,57 @@ func TestGenerateDeterministicAndRealistic(t *testing.T) {
 	assert.Positive(t, counts["payments.charged_back"])
 	assert.Positive(t, counts["payments.chargeback_cancelled"])
 	assert.Positive(t, counts["payments.resubmission_requested"])
+	assert.Positive(t, counts["payments.late_failure_settled"])
 	assert.Positive(t, counts["refunds.paid"])
+	// Success+: every resubmission is GoCardless's, after a failure it said
+	// it would retry; such a payment ends where its retry put it.
+	expected := a.ExpectedAt(end)
+	type story struct{ retriedFail, finalFail, resubmitted, collected bool }
+	stories := map[string]*story{}
+	for _, d := range da {
+		switch d.EventType {
+		case "payments.failed", "payments.resubmission_requested", "payments.confirmed":
+		default:
+			continue
+		}
+		var ev event
+		require.NoError(t, json.Unmarshal(d.Payload, &ev))
+		st := stories[d.Facts[0].PaymentID]
+		if st == nil {
+			st = &story{}
+			stories[d.Facts[0].PaymentID] = st
+		}
+		switch d.EventType {
+		case "payments.failed":
+			if ev.Details["will_attempt_retry"] == true {
+				st.retriedFail = true
+			} else {
+				st.finalFail = true
+			}
+		case "payments.resubmission_requested":
+			require.True(t, st.retriedFail && !st.finalFail, "a resubmission follows a failure GoCardless retries")
+			assert.Equal(t, "payment_autoretried", ev.Details["cause"])
+			st.resubmitted = true
+		case "payments.confirmed":
+			st.collected = st.resubmitted
+		}
+	}
+	collected := 0
+	for id, st := range stories {
+		switch {
+		case st.retriedFail && !st.finalFail:
+			assert.NotEqual(t, models.StateFailed, expected[id].State, "%s: a retried failure is not final", id)
+			if st.collected {
+				collected++
+				assert.Contains(t, []models.State{models.StateCaptured, models.StateSettled}, expected[id].State, id)
+			}
+		case st.finalFail:
+			assert.Equal(t, models.StateFailed, expected[id].State, id)
+		}
+	}
+	assert.Greater(t, collected, 50, "payments failed, retried by GoCardless and collected")
 	states := map[models.State]int{}
-	for _, e := range a.ExpectedAt(end) {
+	for _, e := range expected {
 		states[e.State]++
 	}
 	t.Logf("states: %v", states)

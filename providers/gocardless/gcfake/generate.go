@@ -21,12 +21,18 @@ type GenOptions struct {
 // paid out that day). Variations, by share of payments: ~2% cancelled
 // before submission; ~1% start pending_customer_approval and are denied;
 // ~3% fail late (half on the payout day before the payout, half 1-2 working
-// days after being paid out, the latter a conflict the guard refuses); ~1%
-// charged back 2-8 weeks after the payout, a third of them with
-// chargeback_cancelled a week later; ~1% fail on the charge date (refer to
-// payer), are resubmitted the next working day and then run the normal
-// cycle; ~3% refunded a week after the payout (half partly, half fully),
-// paid the next working day. A step that would fall at or after End is not emitted,
+// days after being paid out, the latter settled against the next working
+// day's payout with late_failure_settled); every one of these failures is
+// final (details.will_attempt_retry false); ~1% charged back 2-8 weeks
+// after the payout, a third of them with chargeback_cancelled a week later;
+// ~1% are Success+ payments (retry_if_possible true) that fail on the
+// charge date for insufficient funds (refer_to_payer, ARUDD-0) with
+// will_attempt_retry true, are resubmitted by GoCardless minutes to two
+// hours later (resubmission_requested, cause payment_autoretried) for a
+// charge date two working days on, and then run the normal cycle, a third
+// of them failing again on the retry, finally (will_attempt_retry false);
+// ~3% refunded a week after the payout (half partly, half fully), paid the
+// next working day. A step that would fall at or after End is not emitted,
 // nor anything after it. Amounts are 100..50000 pence. Deterministic for a
 // given Seed (and server Seed, for the ids).
 func (s *Server) Generate(o GenOptions) {
@@ -106,25 +112,31 @@ func (s *Server) Generate(o GenOptions) {
 		s.setStatus(pm, "submitted", "submitted", varDefault, tSub, stAuthorised)
 		confDay := addWorkingDays(subDay, 3)
 		tConf := int64(confDay)*dayMS + 6*hour + jitter(30*minute)
-		if r == 7 { // fails on the charge date, resubmitted, normal cycle
+		if r == 7 { // Success+: fails on the charge date, GoCardless retries it
+			s.pms[pm].retry = true
 			if tConf > last {
 				continue
 			}
-			s.fail(pm, tConf, varReferToPayer)
-			reDay := addWorkingDays(confDay, 1)
-			tRe := int64(reDay)*dayMS + 10*hour + jitter(2*hour)
+			s.fail(pm, tConf, varReferToPayer, true)
+			tRe := tConf + 5*minute + jitter(2*hour)
 			if tRe > last {
 				continue
 			}
-			s.setStatus(pm, "pending_submission", "resubmission_requested", varDefault, tRe, stNone)
-			subDay = addWorkingDays(reDay, 1)
+			subDay = addWorkingDays(confDay, 1)
+			confDay = addWorkingDays(subDay, 3)
+			s.autoRetry(pm, tRe, confDay)
 			tSub = int64(subDay)*dayMS + 15*hour + jitter(30*minute)
 			if tSub > last {
 				continue
 			}
 			s.setStatus(pm, "submitted", "submitted", varDefault, tSub, stAuthorised)
-			confDay = addWorkingDays(subDay, 3)
 			tConf = int64(confDay)*dayMS + 6*hour + jitter(30*minute)
+			if third { // the retry fails too, finally
+				if tConf <= last {
+					s.fail(pm, tConf, varReferToPayer, false)
+				}
+				continue
+			}
 		}
 		if tConf > last {
 			continue
@@ -134,7 +146,7 @@ func (s *Server) Generate(o GenOptions) {
 		tPay := payoutAt(payDay)
 		if r >= 3 && r <= 5 && half { // late failure before the payout
 			if t := int64(payDay)*dayMS + 4*hour + jitter(hour); t <= last {
-				s.fail(pm, t, varLateFailure)
+				s.fail(pm, t, varLateFailure, false)
 			}
 			continue
 		}
@@ -146,7 +158,11 @@ func (s *Server) Generate(o GenOptions) {
 		case r >= 3 && r <= 5: // late failure after the payout
 			failDay := addWorkingDays(payDay, 1+rng.IntN(2))
 			if t := int64(failDay)*dayMS + 5*hour + jitter(4*hour); t <= last {
-				s.fail(pm, t, varLateFailure)
+				s.fail(pm, t, varLateFailure, false)
+				// debited from the next working day's payout
+				if ts := payoutAt(addWorkingDays(failDay, 1)); ts <= last {
+					s.lateFailureSettled(pm, ts)
+				}
 			}
 		case r == 6: // chargeback, maybe cancelled
 			t := workingAt(payDay+int32(14+rng.IntN(43)), 8, 8*hour)

@@ -78,7 +78,7 @@ func eventDetails(rt uint8, action string, variant uint8) details {
 	case "failed":
 		switch variant {
 		case varLateFailure:
-			return details{"bank", "late_failure", "The customer's bank has reported this payment as failed after it was confirmed.", "ARUDD-0"}
+			return details{"bank", "refer_to_payer", "The customer's bank wasn't able to pay the Direct Debit; the failure was reported after the payment was confirmed.", "ARUDD-0"}
 		case varReferToPayer:
 			return details{"bank", "refer_to_payer", "The customer's bank wasn't able to pay the Direct Debit. The customer should contact their bank.", "ARUDD-0"}
 		}
@@ -92,7 +92,14 @@ func eventDetails(rt uint8, action string, variant uint8) details {
 	case "chargeback_cancelled":
 		return details{"gocardless", "chargeback_cancelled", "The customer's bank has cancelled the chargeback request.", ""}
 	case "resubmission_requested":
-		return details{"api", "payment_retried", "This payment was retried.", ""}
+		if variant == varAutoRetried {
+			return details{"gocardless", "payment_autoretried", "The payment was scheduled for resubmission automatically by GoCardless.", ""}
+		}
+		return details{"api", "payment_retried", "An attempt to retry this payment was requested.", ""}
+	case "late_failure_settled":
+		return details{"gocardless", "late_failure_settled", "This late failed payment has been settled against a payout.", ""}
+	case "chargeback_settled":
+		return details{"gocardless", "chargeback_settled", "This charged back payment has been settled against a payout.", ""}
 	}
 	return details{"gocardless", action, "The payment's status changed (" + action + ").", ""}
 }
@@ -124,6 +131,14 @@ func (s *Server) appendEvent(b []byte, seq int32) []byte {
 	if d.reasonCode != "" {
 		b = appendStrField(b, "reason_code", d.reasonCode)
 	}
+	if rt == rtPayments && action == "failed" {
+		// Set on every payment failed event: true when GoCardless retries it.
+		if e.willRetry() {
+			b = append(appendKey(b, "will_attempt_retry"), "true"...)
+		} else {
+			b = append(appendKey(b, "will_attempt_retry"), "false"...)
+		}
+	}
 	b = append(b, '}')
 	b = append(appendKey(b, "metadata"), "{}"...)
 	return append(b, '}')
@@ -147,7 +162,11 @@ func (s *Server) appendPayment(b []byte, pm int32) []byte {
 	b = appendIntField(b, "amount_refunded", p.amountRefunded)
 	b = appendNull(b, "reference")
 	b = appendStrField(b, "scheme", "bacs")
-	b = append(appendKey(b, "retry_if_possible"), "false"...)
+	if p.retry {
+		b = append(appendKey(b, "retry_if_possible"), "true"...)
+	} else {
+		b = append(appendKey(b, "retry_if_possible"), "false"...)
+	}
 	b = append(appendKey(b, "metadata"), '{')
 	b = appendStrField(b, "customer_name", name)
 	b = appendStrField(b, "customer_email", email)

@@ -217,6 +217,9 @@ func listEvents(s *Server, id string, q url.Values) ([]byte, *apiError) {
 	if rtype != "" && !knownResourceTypes[rtype] {
 		return nil, badRequest("validation_failed", "invalid_resource_type", "resource_type is not a valid resource type")
 	}
+	if rtype != "" && q.Get("payment") != "" {
+		return nil, badRequest("invalid_api_usage", "invalid_filter", "resource_type cannot be used together with payment")
+	}
 	include := q.Get("include")
 	switch {
 	case include == "":
@@ -240,6 +243,27 @@ func listEvents(s *Server, id string, q url.Values) ([]byte, *apiError) {
 		v.items = s.typeOrder[rtRefunds].idx
 	default:
 		v.items = nil
+	}
+	// payment (every event of one payment, its refunds' included) and action
+	// filters; an unknown payment id matches nothing.
+	var matches []func(int32) bool
+	if pmID := q.Get("payment"); pmID != "" {
+		pm := int32(s.ids.decode(kPayment, pmID, len(s.pms)))
+		matches = append(matches, func(i int32) bool { return pm >= 0 && s.eventPM(&s.events[i]) == pm })
+	}
+	if action := q.Get("action"); action != "" {
+		code, ok := s.actionIdx[action]
+		matches = append(matches, func(i int32) bool { return ok && s.events[i].action == code })
+	}
+	if len(matches) > 0 {
+		v.match = func(i int32) bool {
+			for _, m := range matches {
+				if !m(i) {
+					return false
+				}
+			}
+			return true
+		}
 	}
 	pg := paginate(v, p.gte, p.lte, cur, before, p.limit)
 	b := make([]byte, 0, 64+len(pg.items)*600)

@@ -1,6 +1,7 @@
 // Package gcfake is a fake GoCardless API (API version 2015-07-06, Direct
 // Debit over Bacs) served over HTTP, for the GET endpoints the reconciler
-// uses: events (with include=payment|refund), payments, refunds and
+// uses: events (with include=payment|refund, and the payment and action
+// filters), payments, refunds and
 // payouts, with GoCardless's cursor pagination, error shapes, required
 // headers, rate-limit headers and fault injection. Its content is built
 // with explicit, event-emitting builder methods (or a realistic generator),

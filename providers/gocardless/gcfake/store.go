@@ -21,6 +21,10 @@ type pmObj struct {
 	payout                 int32 // -1 until paid out
 	status                 uint16
 	currency               uint8
+	retry                  bool // retry_if_possible (Success+)
+	// lastFailRetried says the payment's latest failure had
+	// will_attempt_retry true (GoCardless retries it).
+	lastFailRetried bool
 }
 
 type refundObj struct {
@@ -50,9 +54,13 @@ var rtName = [rtCount]string{"payments", "refunds"}
 const (
 	varDefault uint8 = iota
 	varMandateCancelled
-	varLateFailure
-	varReferToPayer
+	varLateFailure  // failed after confirmed or paid_out: refer_to_payer, reported late
+	varReferToPayer // failed on the charge date: refer_to_payer (Bacs 0, insufficient funds)
+	varAutoRetried  // resubmission_requested by GoCardless (Success+), not the API
 )
+
+// flagWillRetry marks a failed event with details.will_attempt_retry true.
+const flagWillRetry uint8 = 1 << 5
 
 // eventRec is one event (16 bytes). Its JSON is rendered when listed; its
 // one implied fact is derived from it (the payment is obj, or the refund's
@@ -61,12 +69,15 @@ type eventRec struct {
 	created int64
 	obj     int32 // payment or refund index
 	action  uint16
-	flags   uint8 // low 2 bits: resource type; next 3 bits: details variant
-	state   uint8 // implied state: 0 none, else index+1 in models.States
+	// flags: low 2 bits resource type; next 3 bits details variant; bit 5
+	// flagWillRetry.
+	flags uint8
+	state uint8 // implied state: 0 none, else index+1 in models.States
 }
 
-func (e *eventRec) rtype() uint8   { return e.flags & 3 }
-func (e *eventRec) variant() uint8 { return e.flags >> 2 & 7 }
+func (e *eventRec) rtype() uint8    { return e.flags & 3 }
+func (e *eventRec) variant() uint8  { return e.flags >> 2 & 7 }
+func (e *eventRec) willRetry() bool { return e.flags&flagWillRetry != 0 }
 
 func stateCode(s models.State) uint8 {
 	if s == models.StateNone {
@@ -225,11 +236,15 @@ func lowerASCII(v string) string {
 	return string(b)
 }
 
-// emit records one event.
-func (s *Server) emit(rt uint8, action string, variant uint8, obj int32, at int64, st models.State) {
+// emit records one event; extra is 0 or flagWillRetry.
+func (s *Server) emit(rt uint8, action string, variant uint8, obj int32, at int64, st models.State, extra ...uint8) {
 	seq := int32(len(s.events))
+	flags := rt | variant<<2
+	for _, f := range extra {
+		flags |= f
+	}
 	s.events = append(s.events, eventRec{created: at, obj: obj, action: s.actionCode(action),
-		flags: rt | variant<<2, state: stateCode(st)})
+		flags: flags, state: stateCode(st)})
 	s.eventOrder.add(seq, at, s.eventCreated)
 	s.typeOrder[rt].add(seq, at, s.eventCreated)
 }
@@ -330,8 +345,50 @@ func (s *Server) payOut(po int32, pm int32, at int64) {
 	s.setStatus(pm, "paid_out", "paid_out", varDefault, at, models.StateSettled)
 }
 
-func (s *Server) fail(pm int32, at int64, variant uint8) {
-	s.setStatus(pm, "failed", "failed", variant, at, models.StateFailed)
+// fail fails the payment. A failure GoCardless will retry
+// (will_attempt_retry true, only for a payment with retry_if_possible)
+// implies no state change: it is not final, and the retry's submitted,
+// confirmed and paid_out follow. A final one implies failed.
+func (s *Server) fail(pm int32, at int64, variant uint8, willRetry bool) {
+	p := &s.pms[pm]
+	p.status = s.statusCode("failed")
+	p.lastFailRetried = willRetry
+	if willRetry {
+		p.retry = true
+		s.emit(rtPayments, "failed", variant, pm, at, models.StateNone, flagWillRetry)
+		return
+	}
+	s.emit(rtPayments, "failed", variant, pm, at, models.StateFailed)
+}
+
+// failVariant is the details variant of a failure now: late after the
+// payment was confirmed or paid out.
+func (s *Server) failVariant(pm int32, onTime uint8) uint8 {
+	if st := s.statuses[s.pms[pm].status]; st == "confirmed" || st == "paid_out" {
+		return varLateFailure
+	}
+	return onTime
+}
+
+// autoRetry is GoCardless resubmitting a failure it said it would retry
+// (Success+): status pending_submission, a new charge date, and
+// resubmission_requested with cause payment_autoretried. Implied: none.
+func (s *Server) autoRetry(pm int32, at int64, chargeDate int32) {
+	p := &s.pms[pm]
+	p.chargeDate = chargeDate
+	p.payout = -1
+	s.setStatus(pm, "pending_submission", "resubmission_requested", varAutoRetried, at, models.StateNone)
+}
+
+// lateFailureSettled is a late failure (after the payout) debited from a
+// later payout: the status stays failed. Implied: failed, unless
+// GoCardless retries the failure (then none).
+func (s *Server) lateFailureSettled(pm int32, at int64) {
+	st := models.StateFailed
+	if s.pms[pm].lastFailRetried {
+		st = models.StateNone
+	}
+	s.emit(rtPayments, "late_failure_settled", varDefault, pm, at, st)
 }
 
 func (s *Server) refund(pm int32, amount int64, at int64) int32 {
@@ -422,20 +479,59 @@ func (s *Server) PayOut(at time.Time, pms ...string) string {
 	return s.ids.id(kPayout, int(po))
 }
 
-// Fail moves the payment to failed and emits payments.failed. Details: a
-// payment that was confirmed or paid_out fails late (origin "bank", cause
-// "late_failure", reason_code "ARUDD-0"); any other fails with origin
-// "bank", cause "mandate_cancelled", reason_code "ARUDD-1". Implied state:
-// failed (models.Guard refuses it after settled: a drift item).
+// Fail moves the payment to failed and emits payments.failed with
+// details.will_attempt_retry false: a final failure GoCardless does not
+// retry. Details: a payment that was confirmed or paid_out fails late
+// (origin "bank", cause "refer_to_payer", reason_code "ARUDD-0"); any other
+// fails with origin "bank", cause "mandate_cancelled", reason_code
+// "ARUDD-1". Implied state: failed (also after settled: a Direct Debit late
+// failure after payout).
 func (s *Server) Fail(pm string, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := s.mustPM(pm)
-	v := varMandateCancelled
-	if st := s.statuses[s.pms[i].status]; st == "confirmed" || st == "paid_out" {
-		v = varLateFailure
-	}
-	s.fail(i, ms(at), v)
+	s.fail(i, ms(at), s.failVariant(i, varMandateCancelled), false)
+}
+
+// FailWillRetry moves the payment to failed and emits payments.failed with
+// details.will_attempt_retry true (Success+ retries only insufficient
+// funds: origin "bank", cause "refer_to_payer", reason_code "ARUDD-0"); the
+// payment's retry_if_possible becomes true. Implied: no state change (the
+// failure is not final). Follow it with AutoRetry.
+func (s *Server) FailWillRetry(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.mustPM(pm)
+	s.fail(i, ms(at), s.failVariant(i, varReferToPayer), true)
+}
+
+// AutoRetry is GoCardless resubmitting a payment after a failure it said
+// it would retry: status pending_submission, charge_date three working
+// days after at, links.payout cleared, and payments.resubmission_requested
+// with origin "gocardless", cause "payment_autoretried". Implied: no state
+// change. Then Submit, Confirm and PayOut run the cycle again.
+func (s *Server) AutoRetry(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := ms(at)
+	s.autoRetry(s.mustPM(pm), t, addWorkingDays(dayOf(t), 3))
+}
+
+// LateFailureSettled emits payments.late_failure_settled: a payment that
+// failed after it was paid out has been debited from a later payout. The
+// status stays failed. Implied: failed, or no state change when the
+// payment's latest failure is one GoCardless retries.
+func (s *Server) LateFailureSettled(pm string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lateFailureSettled(s.mustPM(pm), ms(at))
+}
+
+// SetRetryIfPossible sets the payment's retry_if_possible (no event).
+func (s *Server) SetRetryIfPossible(pm string, v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pms[s.mustPM(pm)].retry = v
 }
 
 // Cancel moves the payment to cancelled and emits payments.cancelled.
@@ -471,9 +567,11 @@ func (s *Server) CancelChargeback(pm string, at time.Time) {
 	s.setStatus(s.mustPM(pm), "paid_out", "chargeback_cancelled", varDefault, ms(at), models.StateNone)
 }
 
-// RequestResubmission moves the payment back to pending_submission and
-// emits payments.resubmission_requested. Implied: no state change (a
-// revert).
+// RequestResubmission is the merchant retrying the payment through the API
+// (POST /payments/{id}/actions/retry): status pending_submission and
+// payments.resubmission_requested with origin "api", cause
+// "payment_retried". Implied: no state change (after a final failure, a
+// revert the webhooks do not apply).
 func (s *Server) RequestResubmission(pm string, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

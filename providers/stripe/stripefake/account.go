@@ -100,6 +100,7 @@ type disputeObj struct {
 type payoutObj struct {
 	amount, created, arrival int64
 	currency                 string
+	status                   string // "" is paid (FailPayout sets failed or canceled)
 	bts                      []int32
 }
 
@@ -703,7 +704,7 @@ func (a *Account) payout(at int64, charges []int32) int32 {
 	}
 	a.payouts = append(a.payouts, payoutObj{amount: amount, created: at, arrival: at, currency: cur, bts: bts})
 	a.payoutOrder.add(po, at, a.payoutCreated)
-	a.emit("payout.paid", at, snapRec{kind: kPayout, obj: po}, facts...)
+	a.emit("payout.paid", at, snapRec{kind: kPayout, obj: po, status: a.statusCode("paid")}, facts...)
 	return po
 }
 

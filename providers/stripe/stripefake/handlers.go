@@ -251,10 +251,9 @@ func listPayouts(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiE
 	}
 	var match func(int32) bool
 	if st, ok := q["status"]; ok && len(st) > 0 {
-		switch st[0] {
-		case "paid":
-		case "pending", "in_transit", "canceled", "failed":
-			match = func(int32) bool { return false }
+		switch want := st[0]; want {
+		case "paid", "pending", "in_transit", "canceled", "failed":
+			match = func(i int32) bool { return a.payoutStatus(i) == want }
 		default:
 			return nil, badRequest("", "status",
 				"Invalid status: must be one of pending, paid, failed, in_transit, or canceled")

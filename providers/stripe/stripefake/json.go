@@ -214,7 +214,16 @@ func (a *Account) appendDisputeObj(b []byte, i int32, d *disputeObj) []byte {
 }
 
 func (a *Account) appendPayout(b []byte, i int32) []byte {
+	return a.appendPayoutStatus(b, i, a.payouts[i].status)
+}
+
+// appendPayoutStatus renders payout i with the given status ("" is paid),
+// so that an event's snapshot keeps the status it was emitted with.
+func (a *Account) appendPayoutStatus(b []byte, i int32, status string) []byte {
 	p := &a.payouts[i]
+	if status == "" {
+		status = "paid"
+	}
 	b = a.appendHead(b, kPayout, i, "payout")
 	b = appendInt(b, "amount", p.amount)
 	b = appendInt(b, "arrival_date", p.arrival)
@@ -224,8 +233,9 @@ func (a *Account) appendPayout(b []byte, i int32) []byte {
 	b = appendBool(b, "livemode", false)
 	b = append(appendKey(b, "metadata"), "{}"...)
 	b = appendStrField(b, "method", "standard")
+	b = appendStrField(b, "reconciliation_status", "completed")
 	b = appendStrField(b, "source_type", "card")
-	b = appendStrField(b, "status", "paid")
+	b = appendStrField(b, "status", status)
 	b = appendStrField(b, "type", "bank_account")
 	return append(b, '}')
 }
@@ -290,7 +300,7 @@ func (a *Account) appendSnapshot(b []byte, s *snapRec) []byte {
 		d.status = a.statuses[s.status]
 		return a.appendDisputeObj(b, s.obj, &d)
 	default:
-		return a.appendPayout(b, s.obj)
+		return a.appendPayoutStatus(b, s.obj, a.statuses[s.status])
 	}
 }
 

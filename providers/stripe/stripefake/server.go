@@ -199,7 +199,7 @@ func (s *Server) route(method, path string) route {
 	case "refunds":
 		list, get = listRefunds, getRefund
 	case "disputes":
-		get = getDispute
+		list, get = listDisputes, getDispute // disputes.go
 	case "payouts":
 		list, get = listPayouts, getPayout
 	case "balance_transactions":

@@ -1,0 +1,289 @@
+package stripe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	stripego "github.com/stripe/stripe-go/v76"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// verifyConcurrency is how many payments one Current call reads at once.
+// The transport's pacing still bounds the request rate; this only keeps
+// the round-trip latency of real Stripe from being the bound.
+const verifyConcurrency = 8
+
+// Verifier reads payments' current state from Stripe for `reconciler
+// verify`: each PaymentIntent with its latest charge, the disputes of a
+// disputed charge, and the payouts the local rows name. Each payout is read
+// once per Verifier (its status and its balance transactions), so use one
+// Verifier for one verification. It is safe for concurrent use.
+type Verifier struct {
+	p *Provider
+
+	mu      sync.Mutex
+	payouts map[payoutKey]*payoutView
+}
+
+var _ reconcile.CurrentReader = (*Verifier)(nil)
+
+type payoutKey struct{ account, id string }
+
+// payoutView is what verify needs of one payout: its status and the
+// PaymentIntents whose charges it paid out.
+type payoutView struct {
+	done   chan struct{} // closed when the fields below are set
+	err    error
+	found  bool
+	status string
+	// reconciled is false while Stripe still assigns balance transactions
+	// to the payout (reconciliation_status in_progress): a payment missing
+	// from its list may still be in it.
+	reconciled bool
+	pis        map[string]bool
+}
+
+// Verifier returns a new Verifier over p's client and transport, so that
+// its requests are paced, retried and counted like the run's.
+func (p *Provider) Verifier() *Verifier {
+	return &Verifier{p: p, payouts: map[payoutKey]*payoutView{}}
+}
+
+// Current implements reconcile.CurrentReader.
+func (v *Verifier) Current(ctx context.Context, cp reconcile.CurrentParams) ([]reconcile.Current, error) {
+	out := make([]reconcile.Current, len(cp.IDs))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	sem := make(chan struct{}, verifyConcurrency)
+	for i, id := range cp.IDs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c, err := v.one(ctx, cp.Account, id, cp.Payouts[id])
+			if err != nil {
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				errMu.Unlock()
+				cancel()
+				return
+			}
+			out[i] = c
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// one reads one PaymentIntent, its disputes when its charge is disputed,
+// and the local payout when one is named.
+func (v *Verifier) one(ctx context.Context, account, id, payout string) (reconcile.Current, error) {
+	params := &stripego.PaymentIntentParams{Params: stripego.Params{Context: ctx}}
+	if account != "" {
+		params.SetStripeAccount(account)
+	}
+	params.AddExpand("latest_charge")
+	pi, err := v.p.api.PaymentIntents.Get(id, params)
+	if err != nil {
+		if notFound(err) {
+			return reconcile.Current{ProviderID: id}, nil
+		}
+		return reconcile.Current{}, fmt.Errorf("get stripe payment intent %s: %w", id, translate(err))
+	}
+	if pi.ID != id {
+		return reconcile.Current{}, fmt.Errorf("get stripe payment intent %s: the answer is for %q", id, pi.ID)
+	}
+	c := CurrentOf(pi)
+	if ch := pi.LatestCharge; ch != nil && ch.Disputed {
+		d, err := v.newestDispute(ctx, account, id)
+		if err != nil {
+			return reconcile.Current{}, err
+		}
+		applyDispute(&c, d)
+	}
+	if payout != "" {
+		pv, err := v.payout(ctx, account, payout)
+		if err != nil {
+			return reconcile.Current{}, err
+		}
+		applyPayout(&c, payout, pv)
+	}
+	return c, nil
+}
+
+func notFound(err error) bool {
+	var se *stripego.Error
+	return errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound
+}
+
+// CurrentOf maps a PaymentIntent with its latest charge expanded to what
+// it establishes (DESIGN section 4), before disputes and payouts: the
+// intent's status gives the state; a captured charge gives the captured
+// amount and the refunds of captured money, and makes a fully refunded
+// payment refunded. An uncaptured charge "refunded" by canceling the
+// authorisation refunds nothing, and the released remainder of a partial
+// capture, which Stripe counts in the charge's amount_refunded, is not a
+// refund either.
+func CurrentOf(pi *stripego.PaymentIntent) reconcile.Current {
+	c := reconcile.Current{ProviderID: pi.ID, Found: true, Amount: pi.Amount,
+		Currency: strings.ToLower(string(pi.Currency)), RawStatus: string(pi.Status)}
+	st, ok := PaymentIntentState(string(pi.Status))
+	c.State, c.Unknown = st, !ok
+	ch := pi.LatestCharge
+	if ch == nil || !ch.Captured {
+		return c
+	}
+	c.AmountCaptured = ch.AmountCaptured
+	if c.AmountCaptured == 0 {
+		c.AmountCaptured = ch.Amount // a captured charge rendered without amount_captured
+	}
+	released := int64(0)
+	if c.AmountCaptured < ch.Amount {
+		released = ch.Amount - c.AmountCaptured
+	}
+	c.AmountRefunded = max(ch.AmountRefunded-released, 0)
+	if st == models.StateCaptured && (ch.Refunded || c.AmountRefunded >= c.AmountCaptured) {
+		c.State, c.RawStatus = models.StateRefunded, string(pi.Status)+", charge refunded"
+	}
+	return c
+}
+
+// newestDispute returns the payment's most recently created dispute, or
+// nil when Stripe lists none.
+func (v *Verifier) newestDispute(ctx context.Context, account, pi string) (*stripego.Dispute, error) {
+	params := &stripego.DisputeListParams{ListParams: listParams(ctx, account, 100), PaymentIntent: stripego.String(pi)}
+	it := v.p.api.Disputes.List(params)
+	var newest *stripego.Dispute
+	for it.Next() {
+		d := it.Dispute()
+		if newest == nil || d.Created > newest.Created {
+			newest = d // lists come newest first: ties keep the first listed
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list stripe disputes of %s: %w", pi, translate(err))
+	}
+	return newest, nil
+}
+
+// applyDispute makes a payment whose newest dispute was lost a chargeback.
+// Any other dispute status leaves the state as the charge shows it.
+func applyDispute(c *reconcile.Current, d *stripego.Dispute) {
+	if d == nil {
+		return
+	}
+	if d.Status == stripego.DisputeStatusLost {
+		c.State = models.StateChargeback
+		c.RawStatus += ", dispute " + string(d.Status)
+	}
+}
+
+// applyPayout records what the payout the local row names says about the
+// payment: a paid payout that paid it out settles a captured payment; a
+// payout that does not contain it, or is not paid, contradicts a local
+// settlement. While Stripe is still reconciling the payout, a payment
+// absent from its list may yet be in it: settlement stays unknown.
+func applyPayout(c *reconcile.Current, id string, pv *payoutView) {
+	switch {
+	case !pv.found:
+		c.SettlementKnown, c.PayoutStatus = true, "missing"
+	case pv.pis[c.ProviderID]:
+		c.SettlementKnown, c.PayoutID, c.PayoutStatus = true, id, pv.status
+		if pv.status == string(stripego.PayoutStatusPaid) && c.State == models.StateCaptured {
+			c.State = models.StateSettled
+		}
+	case pv.reconciled:
+		c.SettlementKnown, c.PayoutStatus = true, pv.status
+	default:
+		c.PayoutStatus = pv.status
+	}
+}
+
+// payout returns the payout's view, reading it on first use: GET
+// /v1/payouts/{id}, then its balance transactions with their sources, 100
+// a page. Concurrent callers for one payout wait for one read.
+func (v *Verifier) payout(ctx context.Context, account, id string) (*payoutView, error) {
+	k := payoutKey{account, id}
+	v.mu.Lock()
+	pv, ok := v.payouts[k]
+	if !ok {
+		pv = &payoutView{done: make(chan struct{})}
+		v.payouts[k] = pv
+	}
+	v.mu.Unlock()
+	if ok {
+		select {
+		case <-pv.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return pv, pv.err
+	}
+	pv.err = v.readPayout(ctx, account, id, pv)
+	if pv.err != nil {
+		// A failed read is not cached: a later call may succeed.
+		v.mu.Lock()
+		delete(v.payouts, k)
+		v.mu.Unlock()
+	}
+	close(pv.done)
+	return pv, pv.err
+}
+
+func (v *Verifier) readPayout(ctx context.Context, account, id string, pv *payoutView) error {
+	params := &stripego.PayoutParams{Params: stripego.Params{Context: ctx}}
+	if account != "" {
+		params.SetStripeAccount(account)
+	}
+	po, err := v.p.api.Payouts.Get(id, params)
+	if err != nil {
+		if notFound(err) {
+			return nil // found stays false
+		}
+		return fmt.Errorf("get stripe payout %s: %w", id, translate(err))
+	}
+	if po.ID != id {
+		return fmt.Errorf("get stripe payout %s: the answer is for %q", id, po.ID)
+	}
+	pv.found, pv.status = true, string(po.Status)
+	pv.reconciled = po.ReconciliationStatus != stripego.PayoutReconciliationStatusInProgress
+	pv.pis = map[string]bool{}
+	lp := &stripego.BalanceTransactionListParams{ListParams: listParams(ctx, account, 100), Payout: stripego.String(id)}
+	lp.AddExpand("data.source")
+	it := v.p.btIter(lp)
+	for it.Next() {
+		bt := it.Current().(*leanBT)
+		if bt.Source.Object == "charge" && bt.Source.PaymentIntent != "" {
+			pv.pis[string(bt.Source.PaymentIntent)] = true
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list balance transactions of payout %s: %w", id, translate(err))
+	}
+	return nil
+}

@@ -1,0 +1,419 @@
+// Package verify re-reads payments from the provider and compares each with
+// its local row (`reconciler verify`, DESIGN sections 7 and 9). The oracle
+// is the provider's own current objects, read through a
+// reconcile.CurrentReader; a difference is explained when a drift item
+// says a run saw it and left it for a human (refused, reported or
+// delivered). Verify only reads: it writes nothing anywhere.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// DefaultSample is how many payments are checked when neither All nor
+// Sample is set.
+const DefaultSample = 100
+
+// DefaultLookback is the window when Since is not set: a nightly run's 24
+// hours and its hour of overlap.
+const DefaultLookback = 25 * time.Hour
+
+// DefaultPageSize is how many payments are read from the database and
+// asked of the provider at once.
+const DefaultPageSize = 200
+
+// ExplainingActions are the drift actions that explain a difference: a run
+// saw it and left it for a human (or for the application's worker).
+var ExplainingActions = []string{models.ActionRefused, models.ActionReported, models.ActionDelivered}
+
+// Fields a Difference names.
+const (
+	FieldFound          = "found"
+	FieldState          = "state"
+	FieldAmount         = "amount"
+	FieldCurrency       = "currency"
+	FieldAmountRefunded = "amount_refunded"
+	FieldAmountCaptured = "amount_captured"
+	FieldPayout         = "payout"
+)
+
+// Options configures one verification of one provider and account.
+type Options struct {
+	DB       *gorm.DB
+	Provider string // the provider's name in the database ("stripe")
+	Account  string // "" for the platform
+	// Reader reads the provider's current objects. Use a fresh one per
+	// verification (stripe.Provider.Verifier, gocardless.Provider.Verifier):
+	// it caches payouts.
+	Reader reconcile.CurrentReader
+	// Since and Until bound the window [Since, Until): the payments whose
+	// source_updated_at or settled_at lies in it. Defaults: Until = Now(),
+	// Since = Until - DefaultLookback.
+	Since, Until time.Time
+	// All checks every payment of the window; otherwise Sample payments
+	// (DefaultSample when 0) drawn uniformly at random with Rand.
+	All    bool
+	Sample int
+	// Rand draws the sample; nil means a source seeded from the clock.
+	Rand *rand.Rand
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// PageSize is how many payments are handled at once (default
+	// DefaultPageSize): memory stays flat however large the window.
+	PageSize int
+}
+
+// Report is the outcome of one verification. Its JSON is stable: fields
+// are added, never renamed.
+type Report struct {
+	Provider string    `json:"provider"`
+	Account  string    `json:"account"`
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"`
+	// All is true for --all; otherwise Sample is the sample size asked for.
+	All    bool `json:"all"`
+	Sample int  `json:"sample,omitempty"`
+	// InWindow is the number of payments in the window; Checked how many
+	// of them were compared with the provider.
+	InWindow int `json:"in_window"`
+	Checked  int `json:"checked"`
+	// Differing counts the payments with at least one difference; Explained
+	// those of them that a drift item explains.
+	Differing int `json:"differing"`
+	Explained int `json:"explained"`
+	// Unexplained lists every difference of the payments no drift item
+	// explains, by provider_id then field.
+	Unexplained []Difference `json:"unexplained"`
+	// ExplainedDifferences lists the differences a drift item explains.
+	ExplainedDifferences []Difference `json:"explained_differences"`
+}
+
+// OK reports whether no difference is left unexplained.
+func (r Report) OK() bool { return len(r.Unexplained) == 0 }
+
+// Difference is one field in which a local row and the provider disagree.
+type Difference struct {
+	ProviderID string `json:"provider_id"`
+	Field      string `json:"field"`
+	Local      string `json:"local"`
+	Provider   string `json:"provider"`
+}
+
+// Validate checks the options; it names the field at fault.
+func (o Options) Validate() error {
+	switch {
+	case o.DB == nil:
+		return errors.New("verify: Options.DB is nil")
+	case o.Provider == "":
+		return errors.New("verify: Options.Provider is empty")
+	case o.Reader == nil:
+		return errors.New("verify: Options.Reader is nil")
+	case o.All && o.Sample != 0:
+		return errors.New("verify: All and Sample are mutually exclusive")
+	case o.Sample < 0:
+		return fmt.Errorf("verify: Sample %d is negative", o.Sample)
+	case o.PageSize < 0:
+		return fmt.Errorf("verify: PageSize %d is negative", o.PageSize)
+	case !o.Since.IsZero() && !o.Until.IsZero() && !o.Since.Before(o.Until):
+		return fmt.Errorf("verify: Since %s is not before Until %s", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (o *Options) defaults() {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Until.IsZero() {
+		o.Until = o.Now()
+	}
+	if o.Since.IsZero() {
+		o.Since = o.Until.Add(-DefaultLookback)
+	}
+	o.Since, o.Until = o.Since.UTC(), o.Until.UTC()
+	if !o.All && o.Sample == 0 {
+		o.Sample = DefaultSample
+	}
+	if o.Rand == nil {
+		s := uint64(o.Now().UnixNano())
+		o.Rand = rand.New(rand.NewPCG(s, s>>32|1))
+	}
+	if o.PageSize == 0 {
+		o.PageSize = DefaultPageSize
+	}
+}
+
+// Run verifies the window's payments of one provider and account. An error
+// means the verification could not be completed (the database or the
+// provider failed); differences are not errors: see Report.OK.
+func Run(ctx context.Context, o Options) (Report, error) {
+	if err := o.Validate(); err != nil {
+		return Report{}, err
+	}
+	o.defaults()
+	if o.Since.After(o.Until) || o.Since.Equal(o.Until) {
+		return Report{}, fmt.Errorf("verify: the window [%s, %s) is empty", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
+	}
+	v := &verifier{o: o, sqlite: models.SQLite(o.DB),
+		rep: Report{Provider: o.Provider, Account: o.Account, Since: o.Since, Until: o.Until, All: o.All, Sample: o.Sample,
+			Unexplained: []Difference{}, ExplainedDifferences: []Difference{}}}
+	var err error
+	if o.All {
+		err = v.all(ctx)
+	} else {
+		err = v.sample(ctx)
+	}
+	return v.rep, err
+}
+
+type verifier struct {
+	o      Options
+	sqlite bool
+	rep    Report
+}
+
+// inWindow is the condition selecting the window's payments of the
+// provider and account.
+func (v *verifier) inWindow(db *gorm.DB) *gorm.DB {
+	ge, lt := "%s >= ?", "%s < ?"
+	if v.sqlite {
+		ge, lt = "julianday(%s) >= julianday(?)", "julianday(%s) < julianday(?)"
+	}
+	cond := func(col string) string {
+		return "(" + fmt.Sprintf(ge, col) + " AND " + fmt.Sprintf(lt, col) + ")"
+	}
+	since, until := v.o.Since, v.o.Until
+	return db.Model(&models.Payment{}).
+		Where("provider = ? AND account = ?", v.o.Provider, v.o.Account).
+		Where(cond("source_updated_at")+" OR "+cond("settled_at"), since, until, since, until)
+}
+
+// all checks every payment of the window, a page of ids at a time.
+func (v *verifier) all(ctx context.Context) error {
+	db := v.o.DB.WithContext(ctx)
+	var after int64
+	for {
+		var rows []models.Payment
+		if err := v.inWindow(db).Where("id > ?", after).Order("id").Limit(v.o.PageSize).Find(&rows).Error; err != nil {
+			return fmt.Errorf("read payments: %w", err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		v.rep.InWindow += len(rows)
+		if err := v.check(ctx, rows); err != nil {
+			return err
+		}
+		after = rows[len(rows)-1].ID
+	}
+}
+
+// sample draws Sample payments uniformly from the window (reservoir
+// sampling over the window's ids, read a page at a time, so memory is the
+// sample's), then checks them.
+func (v *verifier) sample(ctx context.Context) error {
+	db := v.o.DB.WithContext(ctx)
+	n := v.o.Sample
+	res := make([]int64, 0, min(n, 1<<16))
+	seen := 0
+	var after int64
+	for {
+		var ids []int64
+		if err := v.inWindow(db).Where("id > ?", after).Order("id").Limit(max(v.o.PageSize, 1000)).Pluck("id", &ids).Error; err != nil {
+			return fmt.Errorf("read payments: %w", err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		for _, id := range ids {
+			if seen < n {
+				res = append(res, id)
+			} else if j := v.o.Rand.IntN(seen + 1); j < n {
+				res[j] = id
+			}
+			seen++
+		}
+		after = ids[len(ids)-1]
+	}
+	v.rep.InWindow = seen
+	slices.Sort(res)
+	for len(res) > 0 {
+		page := res[:min(len(res), v.o.PageSize)]
+		res = res[len(page):]
+		var rows []models.Payment
+		if err := db.Where("id IN ?", page).Order("id").Find(&rows).Error; err != nil {
+			return fmt.Errorf("read payments: %w", err)
+		}
+		if err := v.check(ctx, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check compares one page of rows with the provider and classifies their
+// differences.
+func (v *verifier) check(ctx context.Context, rows []models.Payment) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	p := reconcile.CurrentParams{Account: v.o.Account, IDs: make([]string, len(rows)), Payouts: map[string]string{}}
+	for i, r := range rows {
+		p.IDs[i] = r.ProviderID
+		if r.PayoutID != nil && *r.PayoutID != "" {
+			p.Payouts[r.ProviderID] = *r.PayoutID
+		}
+	}
+	cur, err := v.o.Reader.Current(ctx, p)
+	if err != nil {
+		return fmt.Errorf("read %s payments: %w", v.o.Provider, err)
+	}
+	byID := make(map[string]reconcile.Current, len(cur))
+	for _, c := range cur {
+		byID[c.ProviderID] = c
+	}
+	diffs := map[string][]Difference{}
+	var differing []string
+	for _, r := range rows {
+		c, ok := byID[r.ProviderID]
+		if !ok {
+			return fmt.Errorf("read %s payments: no answer for %s", v.o.Provider, r.ProviderID)
+		}
+		v.rep.Checked++
+		if d := Compare(r, c); len(d) > 0 {
+			diffs[r.ProviderID] = d
+			differing = append(differing, r.ProviderID)
+		}
+	}
+	if len(differing) == 0 {
+		return nil
+	}
+	explained, err := v.explained(ctx, differing)
+	if err != nil {
+		return err
+	}
+	for _, id := range differing {
+		v.rep.Differing++
+		if explained[id] {
+			v.rep.Explained++
+			v.rep.ExplainedDifferences = append(v.rep.ExplainedDifferences, diffs[id]...)
+		} else {
+			v.rep.Unexplained = append(v.rep.Unexplained, diffs[id]...)
+		}
+	}
+	return nil
+}
+
+// explained returns the ids among ids that a drift item explains (any run:
+// the item may predate the window).
+func (v *verifier) explained(ctx context.Context, ids []string) (map[string]bool, error) {
+	var found []string
+	err := v.o.DB.WithContext(ctx).Model(&models.DriftItem{}).
+		Where("provider = ? AND provider_id IN ? AND action IN ?", v.o.Provider, ids, ExplainingActions).
+		Distinct().Pluck("provider_id", &found).Error
+	if err != nil {
+		return nil, fmt.Errorf("read drift items: %w", err)
+	}
+	out := make(map[string]bool, len(found))
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// Compare lists the fields in which the local row and the provider's
+// current objects disagree, in a fixed order (found, state, amount,
+// currency, amount_refunded, amount_captured, payout):
+//
+//   - a payment the provider does not know differs in found alone;
+//   - the states must be equal, except that a local settled row matches a
+//     captured payment when the provider cannot tell settlement (Stripe
+//     without a payout to look at); a status the mapping does not know
+//     always differs;
+//   - amount, currency (case-insensitive) and amount_refunded must be equal;
+//   - a captured amount the provider shows must be the row's amount_captured,
+//     or the row's amount when the row records none;
+//   - a payout the row names must be the one the provider says paid the
+//     payment out, and paid. A row naming no payout is not checked: filling
+//     it in is a run's bookkeeping, not drift.
+func Compare(local models.Payment, cur reconcile.Current) []Difference {
+	var out []Difference
+	add := func(field, l, p string) {
+		out = append(out, Difference{ProviderID: local.ProviderID, Field: field, Local: l, Provider: p})
+	}
+	if !cur.Found {
+		add(FieldFound, string(local.State), "not found")
+		return out
+	}
+	switch {
+	case cur.Unknown:
+		add(FieldState, string(local.State), "unknown status "+strconv.Quote(cur.RawStatus))
+	case local.State == cur.State:
+	case local.State == models.StateSettled && cur.State == models.StateCaptured && !cur.SettlementKnown:
+	default:
+		add(FieldState, string(local.State), describeState(cur))
+	}
+	if local.Amount != cur.Amount {
+		add(FieldAmount, strconv.FormatInt(local.Amount, 10), strconv.FormatInt(cur.Amount, 10))
+	}
+	if !strings.EqualFold(local.Currency, cur.Currency) {
+		add(FieldCurrency, local.Currency, cur.Currency)
+	}
+	if local.AmountRefunded != cur.AmountRefunded {
+		add(FieldAmountRefunded, strconv.FormatInt(local.AmountRefunded, 10), strconv.FormatInt(cur.AmountRefunded, 10))
+	}
+	if cur.AmountCaptured > 0 {
+		want := local.Amount
+		l := "null (amount " + strconv.FormatInt(local.Amount, 10) + ")"
+		if local.AmountCaptured != nil {
+			want, l = *local.AmountCaptured, strconv.FormatInt(*local.AmountCaptured, 10)
+		}
+		if want != cur.AmountCaptured {
+			add(FieldAmountCaptured, l, strconv.FormatInt(cur.AmountCaptured, 10))
+		}
+	}
+	if local.PayoutID != nil && *local.PayoutID != "" && cur.SettlementKnown {
+		po := *local.PayoutID
+		switch {
+		case cur.PayoutID != po:
+			add(FieldPayout, po, describePayout(cur, po))
+		case cur.PayoutStatus != "" && cur.PayoutStatus != "paid":
+			add(FieldPayout, po+" paid", po+" "+cur.PayoutStatus)
+		}
+	}
+	return out
+}
+
+func describeState(c reconcile.Current) string {
+	s := string(c.State)
+	if c.RawStatus != "" && c.RawStatus != s {
+		s += " (" + c.RawStatus + ")"
+	}
+	return s
+}
+
+func describePayout(c reconcile.Current, local string) string {
+	switch {
+	case c.PayoutID != "" && c.PayoutStatus != "":
+		return c.PayoutID + " " + c.PayoutStatus
+	case c.PayoutID != "":
+		return c.PayoutID
+	case c.PayoutStatus == "missing":
+		return "no payout " + local
+	case c.PayoutStatus != "":
+		return "not in " + local + " (" + c.PayoutStatus + ")"
+	}
+	return "none"
+}
