@@ -121,6 +121,27 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 			return nil, err
 		}
 		return p.payoutChanges(ctx, account, base, po.ID)
+
+	case typ == "payout.failed" || typ == "payout.canceled":
+		// Stripe documents that a payout can show paid, then fail
+		// (docs/providers/stripe.md). Its payments are never moved back:
+		// each is a conflict naming the payout.
+		var po leanPayout
+		if err := decode("payout", &po); err != nil {
+			return nil, err
+		}
+		changes, err := p.payoutChanges(ctx, account, base, po.ID)
+		if err != nil {
+			return nil, err
+		}
+		status := strings.TrimPrefix(typ, "payout.")
+		for i := range changes {
+			c := &changes[i]
+			c.State, c.PayoutID, c.View, c.ViewCurrent = models.StateNone, "", false, false
+			c.RawStatus = "payout_" + status
+			c.Revert = fmt.Sprintf("Payout %s that paid this payment out %s at Stripe after it was paid; settled_at and payout_id still name it.", po.ID, status)
+		}
+		return changes, nil
 	}
 	return nil, nil
 }

@@ -47,6 +47,8 @@ var EventTypes = []string{
 	"charge.refund.updated",
 	"charge.dispute.closed",
 	"payout.paid",
+	"payout.failed",
+	"payout.canceled",
 }
 
 // Config configures the Stripe provider.
