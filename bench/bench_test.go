@@ -69,6 +69,11 @@ func runOnce(b *testing.B, events int, rps int) result {
 	}
 	cmd := exec.Command(binary, "run", "--config", cfg, "--since", now.Add(-7*24*time.Hour).Format(time.RFC3339), "--format", "json")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + url}
+	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE"} {
+		if v := os.Getenv(k); v != "" {
+			cmd.Env = append(cmd.Env, k+"="+v) // profiles of the binary (cmd/reconciler/profile.go)
+		}
+	}
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	b.StartTimer()

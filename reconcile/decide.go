@@ -173,6 +173,7 @@ func Decide(local Local, changes []Change) Plan {
 				p.View = &v
 			}
 		}
+		shownBefore := c.State.Valid() && !p.Shown[rank(c.State)].IsZero()
 		if r := rank(c.State); c.State.Valid() && c.At.After(p.Shown[r]) {
 			p.Shown[r] = c.At
 		}
@@ -199,6 +200,8 @@ func Decide(local Local, changes []Change) Plan {
 			continue
 		case c.State == models.StateNone:
 			continue
+		case c.Fallback && shownBefore:
+			continue // an earlier fact established the state
 		}
 		if cur == models.StateFailed && c.State != models.StateFailed && !c.State.Terminal() && c.At.After(p.Latest.At) {
 			// A later fact overtook a failure: it was retried, so it was never

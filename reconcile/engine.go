@@ -574,7 +574,11 @@ type carried struct {
 	recheck bool
 	items   counts // the items written for it so far, by action
 	drifted bool   // it has items
+	tried   []string
 }
+
+// stepKey names a step the run has sent (or, for a created row, made).
+func stepKey(s Step) string { return string(s.To) + "@" + s.At.UTC().Format(time.RFC3339Nano) }
 
 // batch decides and writes one batch in one transaction. It runs on a
 // context detached from cancellation, so that SIGTERM lets it finish. force
@@ -677,16 +681,29 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 				return err
 			}
 			// A row the insert did not create exists already (the live worker
-			// made it meanwhile): the guarded steps apply to it.
+			// made it meanwhile): the guarded steps apply to it. Steps an
+			// earlier batch of this run already sent are not sent again: the
+			// guard's refusals are permanent (rows only move forward), so
+			// only the new part of the chain can move a row.
+			todo := make(map[string][]Step, len(order))
+			for _, id := range order {
+				if inserted[id] {
+					continue
+				}
+				for _, st := range plans[id].Steps {
+					if prev := e.carry[id]; prev == nil || !slices.Contains(prev.tried, stepKey(st)) {
+						todo[id] = append(todo[id], st)
+					}
+				}
+			}
 			applied := map[string][]Step{}
 			for round := 0; ; round++ {
 				var steps []stepRow
 				for _, id := range order {
-					pl := plans[id]
-					if inserted[id] || round >= len(pl.Steps) {
+					if round >= len(todo[id]) {
 						continue
 					}
-					s := pl.Steps[round]
+					s := todo[id][round]
 					steps = append(steps, stepRow{ProviderID: id, To: string(s.To), Preds: predsCSV(s.To), At: s.At, Refund: s.AmountRefunded})
 				}
 				if len(steps) == 0 {
@@ -697,7 +714,7 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 					return err
 				}
 				for id := range moved {
-					applied[id] = append(applied[id], plans[id].Steps[round])
+					applied[id] = append(applied[id], todo[id][round])
 				}
 			}
 			var refunds []refundRow
@@ -748,6 +765,9 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 		for _, id := range order {
 			o, pl, prev := out[id], plans[id], e.carry[id]
 			cr := &carried{before: befores[id], facts: append(slices.Clip(prevFacts(prev)), byID[id]...), applied: o.applied, inserted: o.inserted}
+			for _, st := range pl.Steps {
+				cr.tried = append(cr.tried, stepKey(st))
+			}
 			if prev != nil {
 				cr.applied = append(slices.Clip(prev.applied), o.applied...)
 				cr.inserted = cr.inserted || prev.inserted

@@ -3,10 +3,12 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/verify"
 )
 
 var now = time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
@@ -125,6 +128,96 @@ func syntheticIDs(t *testing.T, db *gorm.DB) []string {
 
 func forbidBackwards(t *testing.T, db *gorm.DB) { pgtest.ForbidBackwards(t, db) }
 
+// window is a verify window covering every payment of the test: from the
+// account's first event less an hour to now plus an hour.
+func (e *env) window() (since, until time.Time) {
+	e.t.Helper()
+	first := now
+	for _, d := range e.acct.Deliveries() {
+		if d.At.Before(first) {
+			first = d.At
+		}
+	}
+	return first.Add(-time.Hour), now.Add(time.Hour)
+}
+
+// verifyReport is `reconciler verify --all` over [since, until): every row
+// of the window compared with the provider's own current objects (the
+// oracle is the provider, never the fake's truth file).
+func (e *env) verifyReport(since, until time.Time) verify.Report {
+	e.t.Helper()
+	rep, err := verify.Run(context.Background(), verify.Options{DB: e.db.DB, Provider: stripe.Name, Reader: e.provider().Verifier(),
+		Since: since, Until: until, All: true, Now: func() time.Time { return now }})
+	require.NoError(e.t, err)
+	require.Positive(e.t, rep.Checked, "verify --all checked nothing")
+	return rep
+}
+
+// verifyAll: every scenario ends with verify --all finding nothing that no
+// drift item explains.
+func (e *env) verifyAll(since, until time.Time) verify.Report {
+	e.t.Helper()
+	rep := e.verifyReport(since, until)
+	require.Empty(e.t, rep.Unexplained, "verify --all: differences from the provider that no drift item explains:\n%s", e.describe(rep.Unexplained))
+	return rep
+}
+
+// verifyEvery is verifyAll over e.window(), which must hold every row of
+// the account.
+func (e *env) verifyEvery() verify.Report {
+	e.t.Helper()
+	since, until := e.window()
+	rep := e.verifyAll(since, until)
+	e.requireCovers(rep)
+	return rep
+}
+
+// requireCovers: the verification checked every row of the account.
+func (e *env) requireCovers(rep verify.Report) {
+	e.t.Helper()
+	var rows int64
+	require.NoError(e.t, e.db.Model(&models.Payment{}).Where("provider = 'stripe' AND account = ''").Count(&rows).Error)
+	require.Equal(e.t, int(rows), rep.Checked, "the verify window [%s, %s) holds every row", rep.Since.Format(time.RFC3339), rep.Until.Format(time.RFC3339))
+}
+
+// verifyExplained is verifyEvery for a test that deliberately leaves rows
+// contradicting the provider: each of ids differs from the provider, and a
+// drift item left for a human (refused, reported) explains it.
+func (e *env) verifyExplained(ids ...string) verify.Report {
+	e.t.Helper()
+	rep := e.verifyEvery()
+	e.requireExplained(rep, ids...)
+	return rep
+}
+
+// requireExplained: each of ids differs from the provider and an item
+// explains it.
+func (e *env) requireExplained(rep verify.Report, ids ...string) {
+	e.t.Helper()
+	require.Positive(e.t, rep.Explained, "the deliberate contradiction is explained by an item")
+	explained := map[string]bool{}
+	for _, d := range rep.ExplainedDifferences {
+		explained[d.ProviderID] = true
+	}
+	for _, id := range ids {
+		require.True(e.t, explained[id], "%s: verify finds no explained difference (explained:\n%s)", id, e.describe(rep.ExplainedDifferences))
+	}
+}
+
+// describe lists differences, each with every drift item of its payment.
+func (e *env) describe(ds []verify.Difference) string {
+	var b strings.Builder
+	for _, d := range ds {
+		fmt.Fprintf(&b, "  %s %s: local %s, provider %s\n", d.ProviderID, d.Field, d.Local, d.Provider)
+		var items []models.DriftItem
+		require.NoError(e.t, e.db.Where("provider = 'stripe' AND provider_id = ?", d.ProviderID).Order("id").Find(&items).Error)
+		for _, it := range items {
+			fmt.Fprintf(&b, "    run %d %s/%s %s→%s %s\n", it.RunID, it.Kind, it.Action, deref(it.LocalState), deref(it.ProviderState), string(it.Detail))
+		}
+	}
+	return b.String()
+}
+
 func TestMissingLocal(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
 		pi := e.acct.CreatePayment(2500, "gbp", false, at(-3))
@@ -143,6 +236,7 @@ func TestMissingLocal(t *testing.T) {
 		require.Equal(t, res.Run.ID, *ev.RunID)
 		require.NotNil(t, ev.ProcessedAt)
 		require.Contains(t, string(ev.Payload), pi)
+		e.verifyEvery()
 	})
 }
 
@@ -169,6 +263,7 @@ func TestBehindAndRerunChangesNothing(t *testing.T) {
 		require.Empty(t, e.items(res2.Run.ID))
 		after := e.payment(pi)
 		require.Equal(t, before.UpdatedAt, after.UpdatedAt, "a rerun must not touch the row")
+		e.verifyEvery()
 	})
 }
 
@@ -185,6 +280,7 @@ func TestConflictLocalTerminal(t *testing.T) {
 		require.Equal(t, "canceled", *items[0].LocalState)
 		require.Equal(t, "captured", *items[0].ProviderState)
 		require.Equal(t, int64(1), res.Run.Refused)
+		e.verifyExplained(pi)
 	})
 }
 
@@ -203,6 +299,7 @@ func TestRefundBeforePayoutRefunds(t *testing.T) {
 		require.Equal(t, int64(1000), p.AmountRefunded)
 		require.True(t, p.SourceUpdatedAt.Equal(at(-4)), "source_updated_at holds the refund's time: %v", p.SourceUpdatedAt)
 		require.Equal(t, []string{"behind/repaired"}, itemKinds(e.items(res.Run.ID)))
+		e.verifyEvery()
 	})
 }
 
@@ -219,6 +316,7 @@ func TestStaleRefusedByTimeGuard(t *testing.T) {
 		require.Equal(t, models.StateAuthorised, p.State)
 		require.True(t, p.SourceUpdatedAt.Equal(at(-2)))
 		require.Equal(t, []string{"stale/refused"}, itemKinds(e.items(res.Run.ID)))
+		e.verifyExplained(pi)
 	})
 }
 
@@ -234,6 +332,7 @@ func TestMismatchReportedStateStillMoves(t *testing.T) {
 		require.Equal(t, int64(999), p.Amount, "amounts are reported, never changed")
 		require.Equal(t, "eur", p.Currency)
 		require.ElementsMatch(t, []string{"mismatch/reported", "behind/repaired"}, itemKinds(e.items(res.Run.ID)))
+		e.verifyExplained(pi)
 	})
 }
 
@@ -249,6 +348,7 @@ func TestUnknownStatusReported(t *testing.T) {
 		items := e.items(res.Run.ID)
 		require.Equal(t, []string{"unknown_status/reported"}, itemKinds(items))
 		require.Equal(t, "requires_reauthorization", *items[0].ProviderState)
+		e.verifyExplained(pi)
 	})
 }
 
@@ -296,6 +396,7 @@ func TestStripeTrapsAndChargeback(t *testing.T) {
 			require.Equal(t, want.AmountRefunded, p.AmountRefunded, id)
 		}
 		require.Zero(t, res.Run.Refused)
+		e.verifyEvery()
 	})
 }
 
@@ -324,6 +425,7 @@ func TestDuplicateAndShuffledDeliveriesConverge(t *testing.T) {
 		res2 := e.run(nil)
 		require.Zero(t, res2.Run.Repaired)
 		require.Zero(t, res2.Run.SyntheticEvents)
+		e.verifyEvery()
 	})
 }
 
@@ -434,6 +536,7 @@ func TestTwentyConcurrentRunsAndARacingWriter(t *testing.T) {
 		}
 	}
 	require.Equal(t, int64(listed), n)
+	e.verifyEvery()
 }
 
 func TestSurvives429And500(t *testing.T) {
@@ -449,6 +552,7 @@ func TestSurvives429And500(t *testing.T) {
 		require.Equal(t, int64(3), by[500])
 		e.assertConverged(res.Run.ID)
 		require.Equal(t, e.fake.Requests(), res.Run.APIRequests, "every request, retries included, is counted")
+		e.verifyEvery()
 	})
 }
 
@@ -474,6 +578,7 @@ func TestDryRunWritesOnlyRunAndItems(t *testing.T) {
 		require.Equal(t, dry.Run.Repaired, real.Run.Repaired, "the dry run predicts the real one")
 		require.Equal(t, dry.Run.SyntheticEvents, real.Run.SyntheticEvents)
 		require.ElementsMatch(t, itemKinds(e.items(dry.Run.ID)), itemKinds(e.items(real.Run.ID)))
+		e.verifyEvery()
 	})
 }
 
@@ -502,6 +607,7 @@ func TestLockAndInterruptedBookkeeping(t *testing.T) {
 	var dead models.Run
 	require.NoError(t, e.db.Order("id").First(&dead).Error)
 	require.Equal(t, models.RunInterrupted, dead.Status)
+	e.verifyEvery()
 }
 
 func TestCanceledContextRecordsInterrupted(t *testing.T) {
@@ -522,6 +628,7 @@ func TestCanceledContextRecordsInterrupted(t *testing.T) {
 		// The next run completes the window and converges.
 		res2 := e.run(nil)
 		e.assertConverged(res.Run.ID, res2.Run.ID)
+		e.verifyEvery()
 	})
 }
 
@@ -535,6 +642,7 @@ func TestCheckpointCatchesUpASkippedNight(t *testing.T) {
 		res := e.run(nil)
 		require.True(t, res.Run.WindowStart.Equal(at(-73)), "window starts at the checkpoint less the overlap, got %v", res.Run.WindowStart)
 		require.Equal(t, models.StateCaptured, e.payment(pi).State)
+		e.verifyEvery()
 	})
 }
 
@@ -556,6 +664,7 @@ func TestStuckPaymentPath(t *testing.T) {
 		require.Equal(t, []string{want}, syntheticIDs(t, e.db.DB))
 		res2 := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
 		require.Zero(t, res2.Run.SyntheticEvents, "the deterministic id makes reruns insert nothing")
+		e.verifyEvery()
 	})
 }
 
@@ -568,6 +677,7 @@ func TestExaminedCountsEachPaymentOnceAcrossBatches(t *testing.T) {
 		var drifted int64
 		require.NoError(t, e.db.Raw(`SELECT count(DISTINCT provider_id) FROM drift_items WHERE run_id = ?`, res.Run.ID).Scan(&drifted).Error)
 		require.Equal(t, res.Run.Examined-drifted, res.Run.InSync)
+		e.verifyEvery()
 	})
 }
 
@@ -642,6 +752,7 @@ func TestResumeAfterInterruptionReadsOnlyTheRest(t *testing.T) {
 		res := e.run(func(o *reconcile.Options) { o.BatchSize = 40 })
 		fullRequests = res.Run.APIRequests
 		want, wantEvents = snapshot(e)
+		e.verifyEvery()
 	}
 	{ // interrupted at 80%, then resumed
 		e := build(t)
@@ -667,5 +778,6 @@ func TestResumeAfterInterruptionReadsOnlyTheRest(t *testing.T) {
 		got, gotEvents := snapshot(e)
 		require.Equal(t, want, got, "the same rows as an uninterrupted run")
 		require.Equal(t, wantEvents, gotEvents, "the same synthetic events")
+		e.verifyEvery()
 	}
 }

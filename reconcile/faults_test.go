@@ -176,6 +176,7 @@ func TestFaultMalformedPageFailsTheRunAndWritesNothingOfIt(t *testing.T) {
 			res2 := e.run(func(o *reconcile.Options) { o.BatchSize = 25 })
 			e.assertConverged(res.Run.ID, res2.Run.ID)
 			e.assertBatchesWhole()
+			e.verifyEvery()
 		})
 	}
 }
@@ -225,6 +226,7 @@ func TestFaultUnknownFieldsAreTolerated(t *testing.T) {
 			require.NotEmpty(t, e.fake.Corrupted(), "the fields were added")
 		}
 		e.assertConverged(res.Run.ID)
+		e.verifyEvery()
 		got[i] = e.outcome(res)
 	}
 	clean, odd := got[0], got[1]
@@ -282,12 +284,39 @@ func TestFaultAbsurdAmountsAreReportedNeverWritten(t *testing.T) {
 	}
 	require.NotEmpty(t, mismatch)
 
-	// The provider corrects itself: rows keep their amounts, mismatches say so.
+	// The provider still serves the absurd snapshots: rows keep their
+	// amounts, mismatches say so.
 	res2 := e.run(func(o *reconcile.Options) { o.BatchSize = 25 })
 	for id, r := range e.rows() {
 		require.Equal(t, after[id].Amount, r.Amount, "%s: amounts are never changed", id)
 	}
 	require.Positive(t, res2.Run.Reported)
+
+	// The provider corrects itself. The rows created with the absurd amount
+	// now differ from the provider's real one: the next run reports them,
+	// changes no amount, and verify finds every difference explained.
+	var absurd []string
+	for id, r := range e.rows() {
+		if r.Amount == stripefake.AbsurdAmount {
+			absurd = append(absurd, id)
+		}
+	}
+	require.NotEmpty(t, absurd)
+	e.fake.CorruptNext(stripefake.CorruptAbsurdAmount, 0)
+	res3 := e.run(func(o *reconcile.Options) { o.BatchSize = 25; o.Since = at(-25) })
+	reported := map[string]bool{}
+	for _, it := range e.items(res3.Run.ID) {
+		if it.Kind == models.KindMismatch && it.Action == models.ActionReported {
+			reported[it.ProviderID] = true
+		}
+	}
+	for _, id := range absurd {
+		require.True(t, reported[id], "%s: the absurd amount is reported once the provider corrects itself", id)
+	}
+	for id, r := range e.rows() {
+		require.Equal(t, after[id].Amount, r.Amount, "%s: amounts are never changed", id)
+	}
+	e.verifyExplained(absurd...)
 }
 
 // A negative amount in the payment intent snapshots changes no existing row
@@ -308,6 +337,7 @@ func TestFaultNegativeAmountsNeverChangeARow(t *testing.T) {
 			require.Equal(t, b.Currency, after[pi].Currency, pi)
 		}
 	}
+	e.verifyEvery()
 }
 
 func TestFaultNegativeAmountCreatesNoInventedRow(t *testing.T) {
@@ -320,6 +350,7 @@ func TestFaultNegativeAmountCreatesNoInventedRow(t *testing.T) {
 		require.NotEmpty(t, r.Currency, "%s was created with no currency", id)
 		require.Positive(t, r.Amount, "%s was created with an amount the provider never reported", id)
 	}
+	e.verifyEvery()
 }
 
 // Events whose created lies a year after now (after the window the run
@@ -349,6 +380,8 @@ func TestFaultFutureTimestampsNeverBlockLaterFacts(t *testing.T) {
 	e.run(func(o *reconcile.Options) { o.Now = func() time.Time { return later } })
 	p := e.payment(pi)
 	require.Equal(t, models.StateRefunded, p.State, "a real fact after the bogus one applies")
+	since, _ := e.window()
+	e.requireCovers(e.verifyAll(since, later.Add(time.Hour)))
 }
 
 // Half the provider's requests answered 429: the run retries through the
@@ -374,4 +407,5 @@ func TestFaultHalfTheRequestsRateLimited(t *testing.T) {
 	res2 := e.run(nil)
 	require.Zero(t, res2.Run.Repaired)
 	require.Zero(t, res2.Run.SyntheticEvents)
+	e.verifyEvery()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/verify"
 )
 
 // The money model of DESIGN sections 2-5 as revised: each test is one of the
@@ -31,6 +32,7 @@ func TestEmptyBatchIsHarmless(t *testing.T) {
 		require.Equal(t, int64(1), res.Run.Examined)
 		dry := e.run(func(o *reconcile.Options) { o.DryRun = true; o.BatchSize = 1 })
 		require.Equal(t, models.RunSucceeded, dry.Run.Status)
+		e.verifyEvery()
 	})
 }
 
@@ -77,6 +79,23 @@ func TestLocalAheadOfTheProviderIsAConflict(t *testing.T) {
 		require.Equal(t, models.StateRefunded, e.payment(inWindow).State, "nothing is moved back")
 		require.Equal(t, int64(400), e.payment(partial).AmountRefunded, "amount_refunded is never lowered")
 		require.NotNil(t, e.payment(old).PayoutID, "the payout is recorded whatever the state")
+
+		// Verify over a window reaching past now: each row ahead of the
+		// provider differs from it and its conflict item explains that. The
+		// row moved after the run's window is not the run's to judge, and
+		// nothing at this provider refunded it: verify names it, and only
+		// it, unexplained.
+		since, until := e.window()
+		rep := e.verifyReport(since, until)
+		require.Equal(t, 6, rep.InWindow)
+		e.requireExplained(rep, sameSecond, inWindow, old, partial)
+		require.Equal(t, []verify.Difference{{ProviderID: late, Field: verify.FieldState, Local: "refunded", Provider: "captured (succeeded)"},
+			{ProviderID: late, Field: verify.FieldAmountRefunded, Local: "1000", Provider: "0"}}, rep.Unexplained)
+		// Over the run's own window, verify finds nothing unexplained.
+		rep = e.verifyReport(since, now)
+		require.Equal(t, 5, rep.InWindow)
+		require.Empty(t, rep.Unexplained, e.describe(rep.Unexplained))
+		e.requireExplained(rep, sameSecond, inWindow, old, partial)
 	})
 }
 
@@ -105,6 +124,7 @@ func TestPartialRefundAcrossBatchesIsKept(t *testing.T) {
 					}
 				}
 				require.Equal(t, []string{"missing_local"}, kinds, "one item, whatever the batch size")
+				e.verifyEvery()
 			})
 		})
 	}
@@ -122,6 +142,7 @@ func TestLostDisputeAloneCreatesTheRowFromTheProvider(t *testing.T) {
 		require.Equal(t, "gbp", p.Currency)
 		require.True(t, p.SourceUpdatedAt.Equal(at(-5)))
 		require.Equal(t, []string{"missing_local/repaired"}, itemKinds(e.items(res.Run.ID)))
+		e.verifyEvery()
 	})
 }
 
@@ -138,6 +159,7 @@ func TestSettlementRecordedWhateverTheState(t *testing.T) {
 		require.True(t, p.SettledAt.Equal(at(-3)))
 		require.Empty(t, e.items(res.Run.ID), "filling in a settlement is bookkeeping, not drift")
 		require.Equal(t, int64(1), res.Run.SettlementsRecorded)
+		e.verifyEvery()
 	})
 }
 
@@ -203,6 +225,10 @@ func TestOutcomeIndependentOfBatchSize(t *testing.T) {
 				res := e.run(func(o *reconcile.Options) { o.BatchSize = size })
 				rows, events, items := e.outcomeOf(res.Run.ID)
 				require.NotEmpty(t, items)
+				// Over the run's window (the default 25 hours): payments whose
+				// every fact and lost webhook lies before it are not this
+				// run's to repair.
+				e.verifyAll(res.Run.WindowStart, now.Add(time.Hour))
 				if i == 0 {
 					want = [3][]string{rows, events, items}
 					continue

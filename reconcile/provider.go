@@ -42,6 +42,12 @@ type Change struct {
 	View        bool
 	ViewCurrent bool
 	Refunded    bool
+	// Fallback says the fact establishes its state only when no earlier
+	// fact of the window showed it: GoCardless's late_failure_settled
+	// (the payout debit) follows the failed event that established the
+	// failure, and stands in for it only when that event is outside the
+	// window.
+	Fallback bool
 	RawStatus   string // the provider's own word, for reports ("requires_capture", "lost")
 	Unknown     bool   // RawStatus maps to no state: reported, never guessed
 	// Revert, when set, says the provider undid something our state machine

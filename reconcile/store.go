@@ -343,9 +343,14 @@ func (s *store) deleteItems(tx *gorm.DB, runID int64, provider string, ids []str
 	if err != nil {
 		return err
 	}
-	if err := s.exec(tx, s.pick(`DELETE FROM drift_items WHERE run_id = ? AND provider = ?
-		AND provider_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))`,
-		`DELETE FROM drift_items WHERE run_id = ? AND provider = ? AND provider_id IN (SELECT value FROM json_each(?))`), runID, provider, arg); err != nil {
+	// A join, not IN (subquery): PostgreSQL's generic plan for the prepared
+	// IN form scanned the run's items once per id (seconds a batch).
+	q, args := `DELETE FROM drift_items d USING jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
+		WHERE d.run_id = ? AND d.provider = ? AND d.provider_id = v.id`, []any{arg, runID, provider}
+	if s.sqlite {
+		q, args = `DELETE FROM drift_items WHERE run_id = ? AND provider = ? AND provider_id IN (SELECT value FROM json_each(?))`, []any{runID, provider, arg}
+	}
+	if err := s.exec(tx, q, args...); err != nil {
 		return fmt.Errorf("replace drift items: %w", err)
 	}
 	return nil

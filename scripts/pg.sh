@@ -26,7 +26,7 @@ pg_start() {
   "${PG_AS[@]}" "$bin/initdb" -D "$PG_DIR/data" -U postgres -A trust -E UTF8 --no-sync >"$PG_DIR/initdb.log" 2>&1 \
     || { cat "$PG_DIR/initdb.log" >&2; return 1; }
   "${PG_AS[@]}" "$bin/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k $PG_DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=256MB" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $PG_DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=256MB ${PG_EXTRA_OPTS:-}" \
     start >/dev/null || { cat "$PG_DIR/server.log" >&2; return 1; }
   PG_BIN=$bin
   DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"

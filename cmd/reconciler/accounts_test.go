@@ -72,6 +72,21 @@ func assertRepaired(t *testing.T, w *world, ids []string) {
 	require.Len(t, rows, len(ids))
 }
 
+// verifyAccounts runs verify --all for each of ids (the run's --config in
+// args) and requires it clean, every account checked.
+func verifyAccounts(t *testing.T, w *world, ids []string, args ...string) verified {
+	t.Helper()
+	for _, id := range ids {
+		args = append(args, "--account", id)
+	}
+	v := verifyClean(t, w.env, w.firstEvent(ids...).Add(-time.Hour), w.now.Add(time.Hour), args...)
+	require.Len(t, v.out.Reports, len(ids), "one report per account")
+	var n int64
+	require.NoError(t, w.db.Raw(`SELECT count(*) FROM payments WHERE account IN ?`, ids).Scan(&n).Error)
+	require.Equal(t, int(n), v.out.Checked, "verify checked every row of the accounts")
+	return v
+}
+
 // summaryLine returns the "accounts summary" log line of a run's stderr.
 func summaryLine(t *testing.T, stderr string) map[string]any {
 	t.Helper()
@@ -117,6 +132,7 @@ func TestAccountsFromFileConcurrently(t *testing.T) {
 		require.Positive(t, run.APIRequests, "each account counts its own requests on the shared transport")
 	}
 	requireSummary(t, r.stderr, 12, 12, 12, 0, 0)
+	verifyAccounts(t, w, ids)
 }
 
 func TestAccountsFromStripeListsConnectedAccounts(t *testing.T) {
@@ -135,6 +151,7 @@ func TestAccountsFromStripeListsConnectedAccounts(t *testing.T) {
 	}
 	assertRepaired(t, w, ids)
 	requireSummary(t, r.stderr, 12, 12, 12, 0, 0)
+	verifyAccounts(t, w, ids)
 }
 
 func shardOf(account string, count int) int {
@@ -215,6 +232,7 @@ func TestShardsSplitAccountsWithNoOverlap(t *testing.T) {
 		}
 	}
 	require.Equal(t, 12, n, "--shard 0/1 takes every account")
+	verifyAccounts(t, w, ids)
 }
 
 // runBinary is cli without testing.T, for goroutines.
@@ -276,6 +294,14 @@ func TestAccountsOneFailingDoesNotStopTheOthers(t *testing.T) {
 	var repaired int64
 	require.NoError(t, w.db.Raw(`SELECT count(*) FROM payments WHERE account <> ?`, bad).Scan(&repaired).Error)
 	require.Equal(t, int64(7), repaired)
+	// The accounts that ran match Stripe (the failing one still fails).
+	var good []string
+	for _, id := range ids {
+		if id != bad {
+			good = append(good, id)
+		}
+	}
+	verifyAccounts(t, w, good)
 }
 
 // TestAccountsShareOneRequestBudget: six accounts reconciled at once stay
@@ -313,6 +339,7 @@ func TestAccountsShareOneRequestBudget(t *testing.T) {
 	for _, run := range w.runs(t) {
 		require.Equal(t, models.RunSucceeded, run.Status, run.Account)
 	}
+	verifyAccounts(t, w, ids, "--config", cfg)
 }
 
 func TestAccountsAndShardUsageErrorsExit2(t *testing.T) {

@@ -236,6 +236,7 @@ func TestFaultSIGKILLAtRandomPointsThenOneCleanRunConverges(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	require.Zero(t, rep.Runs[0].Repaired, "a rerun repairs nothing")
 	require.Zero(t, rep.Runs[0].SyntheticEvents)
+	requireVerifiedAll(t, w, verifyClean(t, w.env, w.firstEvent().Add(-time.Hour), w.now.Add(time.Hour), "--config", cfg))
 }
 
 var appSeq atomic.Int64
@@ -312,6 +313,7 @@ func TestFaultDatabaseConnectionCutMidBatch(t *testing.T) {
 	assertProviderStates(t, w, runs[0].ID, runs[1].ID)
 	assertEventsOnce(t, w, wantSynthetic, delivered)
 	assertBatchesWhole(t, w)
+	requireVerifiedAll(t, w, verifyClean(t, w.env, w.firstEvent().Add(-time.Hour), w.now.Add(time.Hour), "--config", cfg))
 }
 
 func tail(s string, n int) string {
@@ -343,5 +345,6 @@ func TestFaultHalfTheRequestsRateLimitedBinary(t *testing.T) {
 	require.Equal(t, w.fake.Requests(), rep.Runs[0].APIRequests, "retries are counted")
 	assertProviderStates(t, w, w.runs(t)[0].ID)
 	assertEventsOnce(t, w, wantSynthetic, delivered)
+	requireVerifiedAll(t, w, verifyClean(t, w.env, w.firstEvent().Add(-time.Hour), w.now.Add(time.Hour), "--config", cfg))
 	t.Logf("%d requests, %d answered 429, %v", w.fake.Requests(), by[429], time.Since(start).Round(time.Millisecond))
 }

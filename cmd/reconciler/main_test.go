@@ -22,6 +22,7 @@ import (
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 	"github.com/reconciler/reconciler/report"
+	"github.com/reconciler/reconciler/verify"
 )
 
 var binary string
@@ -109,6 +110,78 @@ func (w *world) runs(t *testing.T) []models.Run {
 	return runs
 }
 
+// firstEvent is the time of the oldest event of the named Stripe accounts
+// of the fake (the platform when none is named).
+func (w *world) firstEvent(accounts ...string) time.Time {
+	if len(accounts) == 0 {
+		accounts = []string{""}
+	}
+	first := w.now
+	for _, a := range accounts {
+		for _, d := range w.fake.Account(a).Deliveries() {
+			if d.At.Before(first) {
+				first = d.At
+			}
+		}
+	}
+	return first
+}
+
+// verifyOutput is what `reconciler verify -o json` prints.
+type verifyOutput struct {
+	OK          bool            `json:"ok"`
+	Checked     int             `json:"checked"`
+	Differing   int             `json:"differing"`
+	Explained   int             `json:"explained"`
+	Unexplained int             `json:"unexplained"`
+	Reports     []verify.Report `json:"reports"`
+}
+
+// verified is one `reconciler verify --all` of the built binary.
+type verified struct {
+	out     verifyOutput
+	summary []string // verify's summary lines (stderr), one per provider and account
+	wall    time.Duration
+}
+
+// verifyClean runs the built binary's `reconciler verify --all` over
+// [since, until) with env (the run's environment) and args (the run's
+// --config, --account, …), and requires exit 0: nothing differs from the
+// provider's own objects that no drift item explains. The oracle is the
+// provider's objects, never the fake's truth file.
+func verifyClean(t *testing.T, env map[string]string, since, until time.Time, args ...string) verified {
+	t.Helper()
+	args = append([]string{"verify", "--all", "--since", since.UTC().Format(time.RFC3339), "--until", until.UTC().Format(time.RFC3339), "-o", "json"}, args...)
+	start := time.Now()
+	r := cli(t, env, args...)
+	v := verified{wall: time.Since(start)}
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if strings.HasPrefix(line, "verify ") {
+			v.summary = append(v.summary, line)
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v.out), "verify -o json: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	var diffs []string
+	for _, rep := range v.out.Reports {
+		for _, d := range rep.Unexplained {
+			diffs = append(diffs, fmt.Sprintf("%s/%s %s %s: local %s, provider %s", rep.Provider, rep.Account, d.ProviderID, d.Field, d.Local, d.Provider))
+		}
+	}
+	require.Equal(t, 0, r.code, "verify --all exit %d: %s\nunexplained:\n%s", r.code, strings.Join(v.summary, "\n"), strings.Join(diffs, "\n"))
+	require.True(t, v.out.OK)
+	require.Positive(t, v.out.Checked, "verify checked nothing: %s", strings.Join(v.summary, "\n"))
+	return v
+}
+
+// requireVerifiedAll: the verification checked every payment row of the
+// database (the window held them all).
+func requireVerifiedAll(t *testing.T, w *world, v verified) {
+	t.Helper()
+	var n int64
+	require.NoError(t, w.db.Raw(`SELECT count(*) FROM payments`).Scan(&n).Error)
+	require.Equal(t, int(n), v.out.Checked, "verify checked every row: %s", strings.Join(v.summary, "\n"))
+}
+
 func writeFile(t *testing.T, body string) string {
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
@@ -176,6 +249,7 @@ func TestRunExit0ReportAndRerun(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(b), "| repaired | 0 |")
 	require.Contains(t, string(b), "No drift.")
+	requireVerifiedAll(t, w, verifyClean(t, w.env, w.firstEvent().Add(-time.Hour), w.now.Add(time.Hour)))
 
 	r = cli(t, w.env, "version")
 	require.Equal(t, 0, r.code)
@@ -239,6 +313,7 @@ func TestKilledBetweenBatchesThenRerun(t *testing.T) {
 	require.Equal(t, models.RunInterrupted, runs[0].Status)
 	require.Equal(t, models.RunSucceeded, runs[1].Status)
 	assertProviderStates(t, w, runs[0].ID, runs[1].ID)
+	requireVerifiedAll(t, w, verifyClean(t, w.env, w.firstEvent().Add(-time.Hour), w.now.Add(time.Hour)))
 }
 
 // startAfterFirstBatch starts `reconciler run` in small batches and returns
@@ -270,6 +345,13 @@ func startAfterFirstBatch(t *testing.T, w *world, stderr *bytes.Buffer) *exec.Cm
 // refused item of these runs says why.
 func assertProviderStates(t *testing.T, w *world, runIDs ...int64) (wrong int) {
 	t.Helper()
+	return len(providerStates(t, w, runIDs...))
+}
+
+// providerStates is assertProviderStates returning the payments left for a
+// human.
+func providerStates(t *testing.T, w *world, runIDs ...int64) (wrong []string) {
+	t.Helper()
 	var items []models.DriftItem
 	require.NoError(t, w.db.Where("run_id IN ? AND action = 'refused'", runIDs).Find(&items).Error)
 	refused := map[string]bool{}
@@ -287,7 +369,7 @@ func assertProviderStates(t *testing.T, w *world, runIDs ...int64) (wrong int) {
 		require.True(t, ok, "payment %s missing", id)
 		if p.State != want.State || p.AmountRefunded != want.AmountRefunded {
 			require.True(t, refused[id], "payment %s is %s/%d, provider implies %s/%d", id, p.State, p.AmountRefunded, want.State, want.AmountRefunded)
-			wrong++
+			wrong = append(wrong, id)
 		}
 	}
 	return wrong
@@ -336,8 +418,43 @@ func TestTenThousandPayments(t *testing.T) {
 	var synthetic int64
 	require.NoError(t, w.db.Raw(`SELECT count(*) FROM webhook_events WHERE synthetic`).Scan(&synthetic).Error)
 	require.Equal(t, int64(wantSynthetic), synthetic)
-	wrong := assertProviderStates(t, w, run.ID)
+	wrongIDs := providerStates(t, w, run.ID)
+	wrong := len(wrongIDs)
 	require.Equal(t, int(run.Refused), len(refusedItems(run)))
+	// No payment the provider's records settle is left for a human.
+	for _, id := range wrongIDs {
+		var p models.Payment
+		require.NoError(t, w.db.Where("provider_id = ?", id).First(&p).Error)
+		t.Logf("left for a human: %s %s refunded=%d at=%v settled=%v", id, p.State, p.AmountRefunded, p.SourceUpdatedAt, p.SettledAt)
+		for _, it := range run.Items {
+			if it.ProviderID == id {
+				b, _ := json.Marshal(it)
+				t.Logf("  item %s", b)
+			}
+		}
+	}
+	require.Zero(t, wrong, "payments left for a human that the provider's records settle: %v", wrongIDs)
+
+	// The oracle: `reconciler verify --all` over every payment (the anchor
+	// included), against the provider's own objects.
+	v := verifyClean(t, w.env, w.firstEvent().Add(-time.Hour), w.now.Add(time.Hour), "--config", cfg)
+	requireVerifiedAll(t, w, v)
+	t.Logf("verify --all: %s; wall %v", strings.Join(v.summary, "; "), v.wall.Round(time.Millisecond))
+	for _, rep := range v.out.Reports {
+		for _, d := range rep.ExplainedDifferences {
+			var kinds []string
+			for _, it := range run.Items {
+				if it.ProviderID == d.ProviderID {
+					ps := "-"
+					if it.ProviderState != nil {
+						ps = *it.ProviderState
+					}
+					kinds = append(kinds, it.Kind+"/"+it.Action+" provider "+ps+": "+it.Explanation)
+				}
+			}
+			t.Logf("explained: %s %s: local %s, provider %s (items: %s)", d.ProviderID, d.Field, d.Local, d.Provider, strings.Join(kinds, ", "))
+		}
+	}
 
 	var trips float64
 	for _, line := range strings.Split(r.stderr, "\n") {
@@ -428,6 +545,7 @@ func TestSIGTERMFinishesTheBatchAndRecordsInterrupted(t *testing.T) {
 	r := cli(t, w.env, "run")
 	require.Equal(t, 0, r.code, r.stderr)
 	assertProviderStates(t, w, runs[0].ID, w.runs(t)[1].ID)
+	requireVerifiedAll(t, w, verifyClean(t, w.env, w.firstEvent().Add(-time.Hour), w.now.Add(time.Hour)))
 }
 
 func TestAccountsAndDryRunFlags(t *testing.T) {
@@ -456,6 +574,8 @@ func TestAccountsAndDryRunFlags(t *testing.T) {
 	require.NoError(t, w.db.Where("provider_id = ?", pi).First(&p).Error)
 	require.Equal(t, "acct_1Test", p.Account)
 	require.Equal(t, models.StateCaptured, p.State)
+	v := verifyClean(t, w.env, w.firstEvent("acct_1Test").Add(-time.Hour), w.now.Add(time.Hour), "--account", "acct_1Test")
+	require.Equal(t, 1, v.out.Checked)
 }
 
 func TestSeveralProvidersOneFailing(t *testing.T) {
@@ -481,6 +601,10 @@ func TestSeveralProvidersOneFailing(t *testing.T) {
 	}
 	require.Equal(t, int64(1), byProvider["stripe"].Repaired)
 	require.Equal(t, int64(1), byProvider["gocardless"].Repaired)
+	// Both providers' rows are their objects: verify --all over both.
+	v := verifyClean(t, env, w.now.Add(-3*time.Hour), w.now.Add(time.Hour))
+	require.Len(t, v.out.Reports, 2, "one report per provider")
+	requireVerifiedAll(t, w, v)
 
 	// GoCardless down: Stripe still runs; the exit code says a run failed.
 	gc.SetFailureRate(500, 1)
@@ -544,4 +668,8 @@ func TestEmbeddedStoreWithoutDatabaseURL(t *testing.T) {
 	require.Contains(t, r.stdout, "## Run 2")
 	r = run("migrate")
 	require.Equal(t, 0, r.code, r.stderr)
+	// verify --all on the embedded store: the row is Stripe's.
+	r = run("verify", "--all", "--since", w.firstEvent().Add(-time.Hour).Format(time.RFC3339), "--until", w.now.Add(time.Hour).Format(time.RFC3339))
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "verify stripe/platform: 1 checked, 0 differing")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/reconciler/reconciler/providers/gocardless"
 	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
 	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/verify"
 )
 
 func TestGoCardlessEveryDriftKind(t *testing.T) {
@@ -85,6 +86,27 @@ func TestGoCardlessEveryDriftKind(t *testing.T) {
 			require.Zero(t, again.Run.Repaired)
 			require.Zero(t, again.Run.SyntheticEvents)
 			require.Equal(t, res.Run.Refused, again.Run.Refused, "what a human must decide is still refused")
+
+			// verify --all over the scenario's window: GoCardless's own
+			// current objects agree with every row, but for the payments a
+			// run left for a human, each explained by its item.
+			p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_scenario", BaseURL: url})
+			require.NoError(t, err)
+			rep, err := verify.Run(ctx, verify.Options{DB: db.DB, Provider: gocardless.Name, Reader: p.Verifier(),
+				Since: s.Start.Add(-time.Hour), Until: now, All: true, Now: func() time.Time { return now }})
+			require.NoError(t, err)
+			require.Equal(t, len(rows), rep.InWindow, "the window holds every row")
+			require.Equal(t, len(rows), rep.Checked)
+			require.Empty(t, rep.Unexplained, "verify --all: differences no drift item explains")
+			require.Equal(t, 4, rep.Differing, "only the payments left for a human differ: %v", rep.ExplainedDifferences)
+			explained := map[string]bool{}
+			for _, d := range rep.ExplainedDifferences {
+				explained[d.ProviderID] = true
+			}
+			for _, id := range []string{s.ChargebackCancelled, s.Stale, s.Mismatch, s.UnknownStatus} {
+				require.True(t, explained[id], "%s differs from GoCardless, explained by its item: %v", id, rep.ExplainedDifferences)
+			}
+			t.Logf("verify --all: %d checked, %d differing, all explained: %v", rep.Checked, rep.Differing, rep.ExplainedDifferences)
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 
@@ -16,7 +17,10 @@ import (
 
 // Verifier reads payments' current state from GoCardless for `reconciler
 // verify`: GET /payments/{id} for each payment and GET /payouts/{id} for
-// the payout that paid it out, each payout once per Verifier. Its requests
+// the payout that paid it out, each payout once per Verifier; for a
+// Success+ payment whose status may hide a retry (failed, or
+// pending_submission again), its latest failed event and, when GoCardless
+// will retry that failure, the payment's events. Its requests
 // go through the provider's client (pacing, RateLimit-* headers, retries,
 // counting). Use one Verifier for one verification.
 type Verifier struct {
@@ -40,7 +44,9 @@ type currentPayment struct {
 	AmountRefunded int64  `json:"amount_refunded"`
 	Currency       string `json:"currency"`
 	Status         string `json:"status"`
-	Links          struct {
+	// RetryIfPossible: GoCardless may retry a failure itself (Success+).
+	RetryIfPossible bool `json:"retry_if_possible"`
+	Links           struct {
 		Payout string `json:"payout"`
 	} `json:"links"`
 }
@@ -71,6 +77,9 @@ func (v *Verifier) Current(ctx context.Context, cp reconcile.CurrentParams) ([]r
 			return nil, fmt.Errorf("get gocardless payment %s: the answer is for %q", id, pm.ID)
 		}
 		c := currentOf(pm)
+		if err := v.retrying(ctx, pm, &c); err != nil {
+			return nil, err
+		}
 		if c.PayoutID != "" {
 			st, err := v.payoutStatus(ctx, c.PayoutID)
 			if err != nil {
@@ -104,6 +113,103 @@ func currentOf(pm currentPayment) reconcile.Current {
 		c.AmountCaptured = pm.Amount
 	}
 	return c
+}
+
+// retrying corrects c for a failure GoCardless will retry. A Success+
+// payment (retry_if_possible) keeps status failed until GoCardless
+// resubmits it, then shows pending_submission until the retry is
+// submitted: neither status is what GoCardless's own records establish
+// while its latest failure says will_attempt_retry true. Such a failure is
+// not final (docs/providers/gocardless.md): the engine applies no state for
+// it, its resubmission or its late_failure_settled, and keeps the row where
+// the payment's chain had put it (authorised after submitted, captured
+// after a late failure of a confirmed payment). The state is then that
+// chain's, read from the payment's own events and mapped exactly as the
+// event path maps them (paymentEventChanges, retryFacts); nothing was
+// collected, so no captured amount is checked. The failure is read as the
+// stuck path reads it (lastFailed), and only for the statuses that can hide
+// a retry of a payment GoCardless may retry. A final failure, a failure
+// with no failed event left in the log and a payment without
+// retry_if_possible keep their status's state.
+func (v *Verifier) retrying(ctx context.Context, pm currentPayment, c *reconcile.Current) error {
+	if !pm.RetryIfPossible || pm.Status != "failed" && pm.Status != "pending_submission" {
+		return nil
+	}
+	last, err := v.p.lastFailed(ctx, pm.ID)
+	if err != nil {
+		return err
+	}
+	if last == nil || !last.Details.willRetry() {
+		return nil
+	}
+	st, err := v.p.chainState(ctx, pm.ID)
+	if err != nil {
+		return err
+	}
+	if st == models.StateNone {
+		return nil
+	}
+	c.State, c.AmountCaptured = st, 0
+	return nil
+}
+
+// chainState returns the state the payment's events establish along the
+// state machine, each event mapped as ListChanges maps it (a failure
+// GoCardless retries, the resubmission after it and the settlement of such
+// a late failure move no state): every stateful fact that is an allowed
+// edge from the state before it is a step. StateNone when no event has a
+// state.
+func (p *Provider) chainState(ctx context.Context, id string) (models.State, error) {
+	q := url.Values{}
+	q.Set("payment", id)
+	q.Set("limit", "500")
+	var items []item
+	flagged := map[string]bool{}
+	for {
+		var pg struct {
+			Events []Event `json:"events"`
+			Meta   struct {
+				Cursors struct {
+					After *string `json:"after"`
+				} `json:"cursors"`
+			} `json:"meta"`
+		}
+		if err := p.get(ctx, "/events", q, &pg); err != nil {
+			return models.StateNone, fmt.Errorf("list gocardless events of %s: %w", id, err)
+		}
+		for _, ev := range pg.Events {
+			// The payment filter may also return the payment's refund events.
+			if ev.ResourceType != "payments" || ev.Links.Payment != id {
+				continue
+			}
+			it := item{ev: reconcile.Event{ID: ev.ID, At: ev.CreatedAt.UTC()}}
+			it.changes = paymentEventChanges(ev, Payment{}, false, flagged)
+			items = append(items, it)
+		}
+		if pg.Meta.Cursors.After == nil || *pg.Meta.Cursors.After == "" || len(pg.Events) == 0 {
+			break
+		}
+		q.Set("after", *pg.Meta.Cursors.After)
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		if !items[i].ev.At.Equal(items[j].ev.At) {
+			return items[i].ev.At.Before(items[j].ev.At)
+		}
+		return items[i].ev.ID < items[j].ev.ID
+	})
+	retryFacts(items)
+	st := models.StateNone
+	for _, it := range items {
+		for _, c := range it.changes {
+			if c.Unknown || c.State == models.StateNone {
+				continue
+			}
+			if models.CanMove(st, c.State) {
+				st = c.State
+			}
+		}
+	}
+	return st, nil
 }
 
 // payoutStatus reads a payout's status once per Verifier.

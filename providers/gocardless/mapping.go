@@ -106,6 +106,10 @@ func paymentEventChanges(ev Event, pm Payment, linked bool, flagged map[string]b
 	case ok:
 		c := base
 		c.State = st
+		// late_failure_settled is the payout debit of a late failure whose
+		// own failed event established it; it stands in only when that
+		// event is outside the window (docs/providers/gocardless.md).
+		c.Fallback = ev.Action == "late_failure_settled"
 		out = append(out, c)
 	case reverts[ev.Action] != "":
 		c := base

@@ -381,14 +381,10 @@ func (s *Server) autoRetry(pm int32, at int64, chargeDate int32) {
 }
 
 // lateFailureSettled is a late failure (after the payout) debited from a
-// later payout: the status stays failed. Implied: failed, unless
-// GoCardless retries the failure (then none).
+// later payout: the status stays failed. Implied: none; the failed event
+// before it established the failure.
 func (s *Server) lateFailureSettled(pm int32, at int64) {
-	st := models.StateFailed
-	if s.pms[pm].lastFailRetried {
-		st = models.StateNone
-	}
-	s.emit(rtPayments, "late_failure_settled", varDefault, pm, at, st)
+	s.emit(rtPayments, "late_failure_settled", varDefault, pm, at, models.StateNone)
 }
 
 func (s *Server) refund(pm int32, amount int64, at int64) int32 {
@@ -519,8 +515,8 @@ func (s *Server) AutoRetry(pm string, at time.Time) {
 
 // LateFailureSettled emits payments.late_failure_settled: a payment that
 // failed after it was paid out has been debited from a later payout. The
-// status stays failed. Implied: failed, or no state change when the
-// payment's latest failure is one GoCardless retries.
+// status stays failed. Implied: none (the failed event before it
+// established the failure).
 func (s *Server) LateFailureSettled(pm string, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
