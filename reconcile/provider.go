@@ -47,9 +47,9 @@ type Change struct {
 	// (the payout debit) follows the failed event that established the
 	// failure, and stands in for it only when that event is outside the
 	// window.
-	Fallback bool
-	RawStatus   string // the provider's own word, for reports ("requires_capture", "lost")
-	Unknown     bool   // RawStatus maps to no state: reported, never guessed
+	Fallback  bool
+	RawStatus string // the provider's own word, for reports ("requires_capture", "lost")
+	Unknown   bool   // RawStatus maps to no state: reported, never guessed
 	// Revert, when set, says the provider undid something our state machine
 	// cannot undo (dispute won, refund failed): a drift item for a human.
 	Revert string
