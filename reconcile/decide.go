@@ -546,9 +546,6 @@ func dedupe(items []Item) []Item {
 		if e, ok := it.Detail["explanation"].(string); ok {
 			out[i].Detail["also"] = append(also, e)
 		}
-		if rank(models.State(it.ProviderState)) > rank(models.State(out[i].ProviderState)) && out[i].Action == it.Action {
-			out[i].ProviderState = it.ProviderState
-		}
 	}
 	return out
 }
