@@ -499,11 +499,22 @@ func contradicted(row Local, p *Plan, w Check) (reason string, wait bool) {
 	// (b) A current or later view of the charge says otherwise. Equal times
 	// do not excuse the row; the log showing the row's state at or after
 	// the view does.
-	if v := p.View; v != nil && (v.Current || row.At == nil || !v.At.Before(rowAt)) && (v.Current || !shownSince(v.At)) {
+	// A refunded row contradicted by a current view is excused by the log
+	// showing its refund (a refund the log shows and the charge no longer
+	// does was reversed, which the log says too: a revert item), by an
+	// event's view by the log showing the refund after it. An amount is
+	// excused by a fact of the window showing at least as much.
+	excused := func(v *View) bool {
+		if v.Current {
+			return shownSince(rowAt)
+		}
+		return shownSince(v.At)
+	}
+	if v := p.View; v != nil && (v.Current || row.At == nil || !v.At.Before(rowAt)) {
 		switch {
-		case row.State == models.StateRefunded && !v.Refunded:
+		case row.State == models.StateRefunded && !v.Refunded && !excused(v):
 			return fmt.Sprintf("the provider's charge is not fully refunded (amount_refunded %d)", v.AmountRefunded), false
-		case row.AmountRefunded > v.AmountRefunded && (v.Current || row.State == models.StateRefunded):
+		case row.AmountRefunded > v.AmountRefunded && row.AmountRefunded > p.RefundTo && (v.Current || row.State == models.StateRefunded):
 			// A partial refund carries no time of its own on the row, so only
 			// a current view, or a refunded row's own time, can judge it.
 			return fmt.Sprintf("the provider's charge shows amount_refunded %d, less than the %d recorded", v.AmountRefunded, row.AmountRefunded), false
