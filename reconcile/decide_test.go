@@ -109,7 +109,7 @@ func TestDecideAndClassify(t *testing.T) {
 			models.StateRefunded, nil, 0},
 		{"a current view that lags a refund the log shows is not a contradiction", row(models.StateRefunded, 10),
 			[]Change{refunded(10, 1000), {ProviderID: "pi_1", State: models.StateSettled, At: ts(5), View: true, ViewCurrent: true, PayoutID: "po_1"}},
-			models.StateRefunded, nil, 1000},
+			models.StateRefunded, []string{"behind/repaired"}, 1000}, // the amount raised, no conflict
 		{"at most one item per kind", row(models.StateAuthorised, -1), []Change{
 			{ProviderID: "pi_1", At: ts(5), Unknown: true, RawStatus: "a"}, {ProviderID: "pi_1", At: ts(6), Unknown: true, RawStatus: "b"}},
 			models.StateAuthorised, []string{"unknown_status/reported"}, 0},
