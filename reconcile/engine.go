@@ -203,6 +203,12 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 		if res.RowsAffected > 0 {
 			h.log.Warn("marked earlier runs interrupted", "count", res.RowsAffected)
 		}
+		// What dead runs of this account carried is of no use to anyone.
+		if err := o.DB.WithContext(ctx).Exec(`DELETE FROM reconciler_carry WHERE run_id IN
+			(SELECT id FROM reconciliation_runs WHERE provider = ? AND account = ? AND status <> ? AND id <> ?)`,
+			provider, o.Account, models.RunRunning, h.run.ID).Error; err != nil {
+			return nil, fmt.Errorf("clear dead runs' carried payments: %w", err)
+		}
 	}
 	h.log.Info("run started", "window_start", w.since, "window_end", w.until, "dry_run", o.DryRun,
 		"trigger", o.Trigger, "triggered_by", o.TriggeredBy)
@@ -233,6 +239,11 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 		runErr = e.stuck(ctx, run.StartedAt)
 	}
 
+	if !o.DryRun {
+		if err := o.DB.WithContext(context.WithoutCancel(ctx)).Exec(`DELETE FROM reconciler_carry WHERE run_id = ?`, run.ID).Error; err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("clear carried payments: %w", err))
+		}
+	}
 	fin := o.Now().UTC()
 	run.FinishedAt = &fin
 	switch {
@@ -577,6 +588,93 @@ type carried struct {
 	tried   []string
 }
 
+// carriedJSON is carried as the carry table stores it.
+type carriedJSON struct {
+	Before   Local    `json:"before"`
+	Facts    []Change `json:"facts"`
+	Applied  []Step   `json:"applied"`
+	Inserted bool     `json:"inserted,omitempty"`
+	Pending  bool     `json:"pending,omitempty"`
+	Recheck  bool     `json:"recheck,omitempty"`
+	Items    counts   `json:"items"`
+	Drifted  bool     `json:"drifted,omitempty"`
+	Tried    []string `json:"tried"`
+}
+
+func (c *carried) encode(id string) (carryRow, error) {
+	b, err := json.Marshal(carriedJSON{Before: c.before, Facts: c.facts, Applied: c.applied, Inserted: c.inserted, Pending: c.pending,
+		Recheck: c.recheck, Items: c.items, Drifted: c.drifted, Tried: c.tried})
+	return carryRow{ProviderID: id, Pending: c.pending, Recheck: c.recheck, State: b}, err
+}
+
+func decodeCarried(b []byte) (*carried, error) {
+	var j carriedJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, err
+	}
+	return &carried{before: j.Before, facts: j.Facts, applied: j.Applied, inserted: j.Inserted, pending: j.Pending,
+		recheck: j.Recheck, items: j.Items, drifted: j.Drifted, tried: j.Tried}, nil
+}
+
+// carriedBit marks, in the seen set, a payment the run carries.
+const carriedBit = 1 << 15
+
+// loadCarried returns what the run carries about the payments of a batch:
+// from the carry table, or from memory in a dry run (which writes no table
+// but its own run and items).
+func (e *engine) loadCarried(tx *gorm.DB, ids []string) (map[string]*carried, error) {
+	out := map[string]*carried{}
+	var want []string
+	for _, id := range ids {
+		if e.seen[idHash(id)]&carriedBit == 0 {
+			continue
+		}
+		if e.o.DryRun {
+			if cr := e.carry[id]; cr != nil {
+				out[id] = cr
+			}
+			continue
+		}
+		want = append(want, id)
+	}
+	rows, err := e.st.loadCarry(tx, e.run.ID, want)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		cr, err := decodeCarried(r.State)
+		if err != nil {
+			return nil, fmt.Errorf("decode carried payment %s: %w", r.ProviderID, err)
+		}
+		out[r.ProviderID] = cr
+	}
+	return out, nil
+}
+
+// saveCarried records the batch's carried state (nil: forget the payment).
+func (e *engine) saveCarried(tx *gorm.DB, next, prev map[string]*carried) error {
+	if e.o.DryRun {
+		return nil // kept in memory after the commit
+	}
+	var rows []carryRow
+	var drop []string
+	for _, id := range slices.Sorted(maps.Keys(next)) {
+		cr := next[id]
+		if cr == nil {
+			if prev[id] != nil {
+				drop = append(drop, id)
+			}
+			continue
+		}
+		r, err := cr.encode(id)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	return e.st.saveCarry(tx, e.run.ID, rows, drop)
+}
+
 // stepKey names a step the run has sent (or, for a created row, made).
 func stepKey(s Step) string { return string(s.To) + "@" + s.At.UTC().Format(time.RFC3339Nano) }
 
@@ -610,6 +708,7 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 	var c counts
 	var next map[string]*carried // the payments' carried state after this batch
 	var simNext map[string]Local
+	var committedPrev map[string]*carried
 	err := e.st.retryTx(wctx, func(tx *gorm.DB) error {
 		c = counts{Events: int64(len(p.Events))}
 		next, simNext = make(map[string]*carried, len(order)), map[string]Local{}
@@ -624,15 +723,19 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 				}
 			}
 		}
+		prevCarry, err := e.loadCarried(tx, order)
+		if err != nil {
+			return err
+		}
 		plans := make(map[string]Plan, len(order))
 		befores := make(map[string]Local, len(order))
 		for _, id := range order {
 			before, facts := now[id], byID[id]
-			if cr := e.carry[id]; cr != nil {
+			if cr := prevCarry[id]; cr != nil {
 				before, facts = cr.before, append(slices.Clip(cr.facts), facts...)
 			}
 			pl := Decide(before, facts)
-			if bits, ok := e.seen[idHash(id)]; ok && e.carry[id] == nil {
+			if bits, ok := e.seen[idHash(id)]; ok && prevCarry[id] == nil {
 				// The state the row was in sync with in an earlier batch is
 				// still shown by the window's log.
 				for r := range numRanks {
@@ -691,7 +794,7 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 					continue
 				}
 				for _, st := range plans[id].Steps {
-					if prev := e.carry[id]; prev == nil || !slices.Contains(prev.tried, stepKey(st)) {
+					if prev := prevCarry[id]; prev == nil || !slices.Contains(prev.tried, stepKey(st)) {
 						todo[id] = append(todo[id], st)
 					}
 				}
@@ -763,7 +866,7 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 		var rewrite []string // payments whose earlier items this batch replaces
 		recon := map[string]eventRow{}
 		for _, id := range order {
-			o, pl, prev := out[id], plans[id], e.carry[id]
+			o, pl, prev := out[id], plans[id], prevCarry[id]
 			cr := &carried{before: befores[id], facts: append(slices.Clip(prevFacts(prev)), byID[id]...), applied: o.applied, inserted: o.inserted}
 			for _, st := range pl.Steps {
 				cr.tried = append(cr.tried, stepKey(st))
@@ -851,7 +954,7 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 			if _, ok := e.seen[idHash(id)]; !ok {
 				examined++
 			}
-			if prev := e.carry[id]; prev != nil && prev.drifted {
+			if prev := prevCarry[id]; prev != nil && prev.drifted {
 				drifted--
 			}
 			if cr := next[id]; cr != nil && cr.drifted {
@@ -859,6 +962,10 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 			}
 		}
 		c.Examined, c.InSync = examined, examined-drifted
+		committedPrev = prevCarry
+		if err := e.saveCarried(tx, next, prevCarry); err != nil {
+			return err
+		}
 		return e.st.addCounts(tx, e.run.ID, c, e.o.Provider.Requests(), p.Cursor, p.CursorAt)
 	})
 	if err != nil {
@@ -866,12 +973,12 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 	}
 	for id, cr := range next {
 		h := idHash(id)
-		if prev := e.carry[id]; prev != nil && prev.drifted {
+		if prev := committedPrev[id]; prev != nil && prev.drifted {
 			e.drifted--
 		}
 		if cr == nil {
 			delete(e.carry, id)
-			bits := e.seen[h]
+			bits := e.seen[h] &^ carriedBit
 			for _, ch := range byID[id] {
 				if ch.State.Valid() {
 					bits |= 1 << rank(ch.State)
@@ -883,10 +990,14 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 		if cr.drifted {
 			e.drifted++
 		}
-		e.carry[id] = cr
-		if _, ok := e.seen[h]; !ok {
-			e.seen[h] = 0
+		if e.o.DryRun {
+			e.carry[id] = cr
+		} else if cr.pending || cr.recheck {
+			e.carry[id] = &carried{pending: cr.pending, recheck: cr.recheck} // the window's end needs only the flags
+		} else {
+			delete(e.carry, id)
 		}
+		e.seen[h] |= carriedBit
 	}
 	maps.Copy(e.sim, simNext)
 	e.total.add(c)

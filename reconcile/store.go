@@ -70,6 +70,12 @@ func (s *store) scan(tx *gorm.DB, dst any, q string, args ...any) error {
 			if err := rows.Scan(d); err != nil {
 				return err
 			}
+		case *[]carryRow:
+			var r carryRow
+			if err := rows.Scan(&r.ProviderID, &r.State); err != nil {
+				return err
+			}
+			*d = append(*d, r)
 		case *[]localRow:
 			var r localRow
 			if err := rows.Scan(&r.ProviderID, &r.State, &r.SourceUpdatedAt, &r.Amount, &r.Currency, &r.AmountRefunded,
@@ -329,6 +335,66 @@ func (s *store) recordCaptured(tx *gorm.DB, provider string, rows []captureRow) 
 		FROM (SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.amount_captured') AS amount_captured FROM json_each(?)) AS v
 		WHERE p.provider = ? AND p.provider_id = v.provider_id AND p.amount_captured IS NOT v.amount_captured`), arg, provider); err != nil {
 		return fmt.Errorf("record captured amounts: %w", err)
+	}
+	return nil
+}
+
+type carryRow struct {
+	ProviderID string          `json:"provider_id"`
+	Pending    bool            `json:"pending"`
+	Recheck    bool            `json:"recheck"`
+	State      models.JSON     `json:"state"`
+}
+
+// loadCarry reads what the run carries about ids.
+func (s *store) loadCarry(tx *gorm.DB, runID int64, ids []string) ([]carryRow, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	arg, err := jsonArg(ids)
+	if err != nil {
+		return nil, err
+	}
+	var rows []carryRow
+	if err := s.scan(tx, &rows, s.pick(`SELECT c.provider_id, c.state FROM reconciler_carry c
+		JOIN jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id) ON c.provider_id = v.id WHERE c.run_id = ?`,
+		`SELECT provider_id, state FROM reconciler_carry WHERE provider_id IN (SELECT value FROM json_each(?)) AND run_id = ?`), arg, runID); err != nil {
+		return nil, fmt.Errorf("load carried payments: %w", err)
+	}
+	return rows, nil
+}
+
+// saveCarry writes what the run carries about payments (upserts) and forgets
+// the payments in drop.
+func (s *store) saveCarry(tx *gorm.DB, runID int64, rows []carryRow, drop []string) error {
+	if len(drop) > 0 {
+		arg, err := jsonArg(drop)
+		if err != nil {
+			return err
+		}
+		if err := s.exec(tx, s.pick(`DELETE FROM reconciler_carry c USING jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
+			WHERE c.run_id = ? AND c.provider_id = v.id`,
+			`DELETE FROM reconciler_carry WHERE provider_id IN (SELECT value FROM json_each(?)) AND run_id = ?`), arg, runID); err != nil {
+			return fmt.Errorf("forget carried payments: %w", err)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := jsonArg(rows)
+	if err != nil {
+		return err
+	}
+	if err := s.exec(tx, s.pick(`INSERT INTO reconciler_carry (run_id, provider_id, pending, recheck, state)
+		SELECT ?, v.provider_id, v.pending, v.recheck, v.state
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, pending boolean, recheck boolean, state jsonb)
+		ON CONFLICT (run_id, provider_id) DO UPDATE SET pending = excluded.pending, recheck = excluded.recheck, state = excluded.state`,
+		`INSERT INTO reconciler_carry (run_id, provider_id, pending, recheck, state)
+		SELECT ?, json_extract(value, '$.provider_id'), json_extract(value, '$.pending'), json_extract(value, '$.recheck'), json(json_extract(value, '$.state'))
+		FROM json_each(?) WHERE true
+		ON CONFLICT (run_id, provider_id) DO UPDATE SET pending = excluded.pending, recheck = excluded.recheck, state = excluded.state`),
+		runID, arg); err != nil {
+		return fmt.Errorf("carry payments: %w", err)
 	}
 	return nil
 }
