@@ -398,21 +398,21 @@ func (e *engine) check(w window, cursorAt time.Time, complete bool) Check {
 // created from the provider's record, and the local-ahead rule is applied to
 // the rows that waited for the complete log.
 func (e *engine) windowEnd(ctx context.Context, w window) error {
-	var pending, recheck []string
+	var pending []string
 	for id, cr := range e.carry {
-		switch {
-		case cr.pending:
+		if cr.pending {
 			pending = append(pending, id)
-		case cr.recheck:
-			recheck = append(recheck, id)
 		}
+	}
+	recheck, err := e.unshown(ctx, w, pending)
+	if err != nil {
+		return err
 	}
 	if len(pending) == 0 && len(recheck) == 0 {
 		return nil
 	}
 	slices.Sort(pending)
 	var changes []Change
-	var err error
 	if len(pending) > 0 {
 		e.log.Info("fetching payments unknown locally by id", "count", len(pending))
 		changes, err = e.fetch(ctx, pending, e.run.StartedAt)
@@ -440,6 +440,54 @@ func (e *engine) windowEnd(ctx context.Context, w window) error {
 		}
 	}
 	return nil
+}
+
+// unshown lists the payments examined in this run whose row's state was
+// set inside the window and never shown by the window's log: the rows the
+// local-ahead rule judges once the whole log has been read. It reads the
+// window's rows in keyset pages; only their hashes are held.
+func (e *engine) unshown(ctx context.Context, w window, skip []string) ([]string, error) {
+	since := w.since
+	if w.after != "" && w.afterAt.After(since) {
+		since = w.afterAt
+	}
+	skipped := map[string]bool{}
+	for _, id := range skip {
+		skipped[id] = true
+	}
+	older := "source_updated_at >= ? AND source_updated_at < ?"
+	if e.st.sqlite {
+		older = "julianday(source_updated_at) >= julianday(?) AND julianday(source_updated_at) < julianday(?)"
+	}
+	var out []string
+	after := ""
+	for {
+		var page []struct {
+			ProviderID string
+			State      models.State
+		}
+		err := e.o.DB.WithContext(ctx).Model(&models.Payment{}).Select("provider_id, state").
+			Where("provider = ? AND account = ? AND provider_id > ? AND state <> ? AND "+older,
+				e.o.Provider.Name(), e.o.Account, after, models.StateCreated, since.UTC(), w.until.UTC()).
+			Order("provider_id").Limit(5000).Find(&page).Error
+		if err != nil {
+			return nil, fmt.Errorf("read the window's rows: %w", err)
+		}
+		for _, r := range page {
+			st := r.State
+			if l, ok := e.sim[r.ProviderID]; ok {
+				st = l.State // a dry run judges the rows it simulated
+			}
+			bits, seen := e.seen[idHash(r.ProviderID)]
+			if seen && bits&(1<<rank(st)) == 0 && !skipped[r.ProviderID] {
+				out = append(out, r.ProviderID)
+			}
+		}
+		if len(page) < 5000 {
+			return out, nil
+		}
+		after = page[len(page)-1].ProviderID
+	}
 }
 
 // fetch re-reads payments by id and keeps the answers that are for them and
@@ -709,6 +757,7 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 	var next map[string]*carried // the payments' carried state after this batch
 	var simNext map[string]Local
 	var committedPrev map[string]*carried
+	var committedShown map[string][numRanks]time.Time
 	err := e.st.retryTx(wctx, func(tx *gorm.DB) error {
 		c = counts{Events: int64(len(p.Events))}
 		next, simNext = make(map[string]*carried, len(order)), map[string]Local{}
@@ -905,7 +954,10 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 				c.Refused -= prev.items.Refused
 				c.Reported -= prev.items.Reported
 			}
-			if len(cr.applied) > 0 || cr.inserted || cr.drifted || cr.recheck || cr.pending {
+			// A row waiting only for the rest of the log (the local-ahead
+			// rule) is not carried: the window's end finds it from its row and
+			// the states the log showed.
+			if len(cr.applied) > 0 || cr.inserted || cr.drifted || cr.pending {
 				next[id] = cr
 			} else {
 				next[id] = nil
@@ -963,6 +1015,10 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 		}
 		c.Examined, c.InSync = examined, examined-drifted
 		committedPrev = prevCarry
+		committedShown = make(map[string][numRanks]time.Time, len(order))
+		for _, id := range order {
+			committedShown[id] = plans[id].Shown
+		}
 		if err := e.saveCarried(tx, next, prevCarry); err != nil {
 			return err
 		}
@@ -976,15 +1032,16 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 		if prev := committedPrev[id]; prev != nil && prev.drifted {
 			e.drifted--
 		}
+		bits := e.seen[h]
+		for r, t := range committedShown[id] {
+			if !t.IsZero() {
+				bits |= 1 << r
+			}
+		}
+		e.seen[h] = bits
 		if cr == nil {
 			delete(e.carry, id)
-			bits := e.seen[h] &^ carriedBit
-			for _, ch := range byID[id] {
-				if ch.State.Valid() {
-					bits |= 1 << rank(ch.State)
-				}
-			}
-			e.seen[h] = bits
+			e.seen[h] &^= carriedBit
 			continue
 		}
 		if cr.drifted {
@@ -992,8 +1049,8 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 		}
 		if e.o.DryRun {
 			e.carry[id] = cr
-		} else if cr.pending || cr.recheck {
-			e.carry[id] = &carried{pending: cr.pending, recheck: cr.recheck} // the window's end needs only the flags
+		} else if cr.pending {
+			e.carry[id] = &carried{pending: true} // the window's end needs only the flag
 		} else {
 			delete(e.carry, id)
 		}

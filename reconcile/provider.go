@@ -17,52 +17,52 @@ import (
 // this payment in State". The provider maps its own statuses to states; the
 // engine never sees a provider status it has to interpret.
 type Change struct {
-	ProviderID string       // pi_…, PM…
-	State      models.State // StateNone when the fact moves no state (a partial refund)
-	At         time.Time    // the provider's own time of the fact
+	ProviderID string       `json:"id,omitempty"` // pi_…, PM…
+	State      models.State `json:"s,omitempty"`  // StateNone when the fact moves no state (a partial refund)
+	At         time.Time    `json:"at"`           // the provider's own time of the fact
 	// Snapshot is true when the fact shows the provider's whole view of the
 	// payment at At (a PaymentIntent or charge object), so a local state ahead
 	// of it at an earlier time is a conflict. A payout sweeping a charge is
 	// not a snapshot: it says nothing about refunds or disputes.
-	Snapshot bool
+	Snapshot bool `json:"snap,omitempty"`
 
-	Amount         int64  // minor units; 0 when the fact carries no amount
-	Currency       string // lower-case ISO 4217; "" when unknown
-	AmountRefunded int64  // refunds of captured money; 0 when the fact says nothing
+	Amount         int64  `json:"amt,omitempty"` // minor units; 0 when the fact carries no amount
+	Currency       string `json:"cur,omitempty"` // lower-case ISO 4217; "" when unknown
+	AmountRefunded int64  `json:"ref,omitempty"` // refunds of captured money; 0 when the fact says nothing
 	// AmountCaptured is set when the provider captured less than Amount (a
 	// partial capture); 0 otherwise.
-	AmountCaptured int64
+	AmountCaptured int64 `json:"capt,omitempty"`
 	// PayoutID names the payout of a settlement fact (State settled).
-	PayoutID string
+	PayoutID string `json:"po,omitempty"`
 	// View is set when the fact carries the provider's view of the
 	// payment's refunds (a charge object): Refunded says whether it is fully
 	// refunded and AmountRefunded how much captured money was. ViewCurrent
 	// says the view is the object as it is now (a charge expanded from a
 	// payout's balance transactions, a re-fetch), not at At.
-	View        bool
-	ViewCurrent bool
-	Refunded    bool
+	View        bool `json:"view,omitempty"`
+	ViewCurrent bool `json:"viewnow,omitempty"`
+	Refunded    bool `json:"refunded,omitempty"`
 	// Fallback says the fact establishes its state only when no earlier
 	// fact of the window showed it: GoCardless's late_failure_settled
 	// (the payout debit) follows the failed event that established the
 	// failure, and stands in for it only when that event is outside the
 	// window.
-	Fallback  bool
-	RawStatus string // the provider's own word, for reports ("requires_capture", "lost")
-	Unknown   bool   // RawStatus maps to no state: reported, never guessed
+	Fallback  bool   `json:"fallback,omitempty"`
+	RawStatus string `json:"raw,omitempty"`     // the provider's own word, for reports ("requires_capture", "lost")
+	Unknown   bool   `json:"unknown,omitempty"` // RawStatus maps to no state: reported, never guessed
 	// Revert, when set, says the provider undid something our state machine
 	// cannot undo (dispute won, refund failed): a drift item for a human.
-	Revert string
+	Revert string `json:"revert,omitempty"`
 	// RevertOnlyFrom limits Revert to local rows in these states (a won
 	// dispute matters only to a payment recorded as a chargeback).
-	RevertOnlyFrom []models.State
+	RevertOnlyFrom []models.State `json:"revert_from,omitempty"`
 
-	EventID   string // the event that shows the fact, or a deterministic recon:… id
-	EventType string
-	Inferred  bool // the time was inferred from the object, not an event
+	EventID   string `json:"ev,omitempty"` // the event that shows the fact, or a deterministic recon:… id
+	EventType string `json:"evt,omitempty"`
+	Inferred  bool   `json:"inferred,omitempty"` // the time was inferred from the object, not an event
 	// Payload is the object a deterministic (recon:…) event records; events
 	// listed by the provider carry theirs in Event.
-	Payload json.RawMessage
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // Event is a provider event as listed, recorded in webhook_events when the
