@@ -340,10 +340,10 @@ func (s *store) recordCaptured(tx *gorm.DB, provider string, rows []captureRow) 
 }
 
 type carryRow struct {
-	ProviderID string          `json:"provider_id"`
-	Pending    bool            `json:"pending"`
-	Recheck    bool            `json:"recheck"`
-	State      models.JSON     `json:"state"`
+	ProviderID string      `json:"provider_id"`
+	Pending    bool        `json:"pending"`
+	Recheck    bool        `json:"recheck"`
+	State      models.JSON `json:"state"`
 }
 
 // loadCarry reads what the run carries about ids.
