@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -381,10 +382,29 @@ func (s *store) saveCarry(tx *gorm.DB, runID int64, rows []carryRow, drop []stri
 	if len(rows) == 0 {
 		return nil
 	}
-	arg, err := jsonArg(rows)
-	if err != nil {
-		return err
+	// Encoded by hand: the states are JSON already, and encoding/json would
+	// validate and compact each one again.
+	n := 2
+	for _, r := range rows {
+		n += len(r.State) + len(r.ProviderID) + 64
 	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"provider_id":`...)
+		b = appendString(b, r.ProviderID)
+		b = append(b, `,"pending":`...)
+		b = strconv.AppendBool(b, r.Pending)
+		b = append(b, `,"recheck":`...)
+		b = strconv.AppendBool(b, r.Recheck)
+		b = append(b, `,"state":`...)
+		b = append(b, r.State...)
+		b = append(b, '}')
+	}
+	arg := string(append(b, ']'))
 	if err := s.exec(tx, s.pick(`INSERT INTO reconciler_carry (run_id, provider_id, pending, recheck, state)
 		SELECT ?, v.provider_id, v.pending, v.recheck, v.state
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, pending boolean, recheck boolean, state jsonb)
