@@ -629,8 +629,6 @@ type carried struct {
 	// pending: unknown locally and not creatable from the facts so far; it
 	// is fetched by id once the window has been read.
 	pending bool
-	// recheck: the local-ahead rule waits for more of the window's log.
-	recheck bool
 	items   counts // the items written for it so far, by action
 	drifted bool   // it has items
 	tried   []string
@@ -643,7 +641,6 @@ type carriedJSON struct {
 	Applied  []Step   `json:"applied"`
 	Inserted bool     `json:"inserted,omitempty"`
 	Pending  bool     `json:"pending,omitempty"`
-	Recheck  bool     `json:"recheck,omitempty"`
 	Items    counts   `json:"items"`
 	Drifted  bool     `json:"drifted,omitempty"`
 	Tried    []string `json:"tried"`
@@ -651,8 +648,8 @@ type carriedJSON struct {
 
 func (c *carried) encode(id string) (carryRow, error) {
 	b, err := json.Marshal(carriedJSON{Before: c.before, Facts: c.facts, Applied: c.applied, Inserted: c.inserted, Pending: c.pending,
-		Recheck: c.recheck, Items: c.items, Drifted: c.drifted, Tried: c.tried})
-	return carryRow{ProviderID: id, Pending: c.pending, Recheck: c.recheck, State: b}, err
+		Items: c.items, Drifted: c.drifted, Tried: c.tried})
+	return carryRow{ProviderID: id, State: b}, err
 }
 
 func decodeCarried(b []byte) (*carried, error) {
@@ -661,7 +658,7 @@ func decodeCarried(b []byte) (*carried, error) {
 		return nil, err
 	}
 	return &carried{before: j.Before, facts: j.Facts, applied: j.Applied, inserted: j.Inserted, pending: j.Pending,
-		recheck: j.Recheck, items: j.Items, drifted: j.Drifted, tried: j.Tried}, nil
+		items: j.Items, drifted: j.Drifted, tried: j.Tried}, nil
 }
 
 // carriedBit marks, in the seen set, a payment the run carries.
@@ -916,11 +913,12 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 		recon := map[string]eventRow{}
 		for _, id := range order {
 			o, pl, prev := out[id], plans[id], prevCarry[id]
-			cr := &carried{before: befores[id], facts: append(slices.Clip(prevFacts(prev)), byID[id]...), applied: o.applied, inserted: o.inserted}
+			cr := &carried{before: befores[id], facts: byID[id], applied: o.applied, inserted: o.inserted}
 			for _, st := range pl.Steps {
 				cr.tried = append(cr.tried, stepKey(st))
 			}
 			if prev != nil {
+				cr.facts = append(slices.Clip(prev.facts), byID[id]...)
 				cr.applied = append(slices.Clip(prev.applied), o.applied...)
 				cr.inserted = cr.inserted || prev.inserted
 				if prev.drifted {
@@ -931,7 +929,9 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 			if !o.after.Exists && !w.Complete {
 				cr.pending = true // decided once it has been fetched by id
 			} else {
-				its, cr.recheck = Classify(cr.before, o.after, pl, cr.applied, cr.inserted, w)
+				// A row that waits for the rest of the log gets no item yet:
+				// the window's end judges it (unshown).
+				its, _ = Classify(cr.before, o.after, pl, cr.applied, cr.inserted, w)
 			}
 			for _, it := range its {
 				describe(&it, o.after, pl)
@@ -1065,13 +1065,6 @@ func (e *engine) batch(ctx context.Context, p Page, w Check, force ...string) er
 	}
 	e.log.Debug("batch written", "payments", len(order), "events", len(p.Events), "repaired", c.Repaired, "refused", c.Refused)
 	return nil
-}
-
-func prevFacts(c *carried) []Change {
-	if c == nil {
-		return nil
-	}
-	return c.facts
 }
 
 // describe adds the payment's amounts to an item, for the report.

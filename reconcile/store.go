@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -341,10 +340,8 @@ func (s *store) recordCaptured(tx *gorm.DB, provider string, rows []captureRow) 
 }
 
 type carryRow struct {
-	ProviderID string      `json:"provider_id"`
-	Pending    bool        `json:"pending"`
-	Recheck    bool        `json:"recheck"`
-	State      models.JSON `json:"state"`
+	ProviderID string
+	State      models.JSON
 }
 
 // loadCarry reads what the run carries about ids.
@@ -396,23 +393,19 @@ func (s *store) saveCarry(tx *gorm.DB, runID int64, rows []carryRow, drop []stri
 		}
 		b = append(b, `{"provider_id":`...)
 		b = appendString(b, r.ProviderID)
-		b = append(b, `,"pending":`...)
-		b = strconv.AppendBool(b, r.Pending)
-		b = append(b, `,"recheck":`...)
-		b = strconv.AppendBool(b, r.Recheck)
 		b = append(b, `,"state":`...)
 		b = append(b, r.State...)
 		b = append(b, '}')
 	}
 	arg := string(append(b, ']'))
-	if err := s.exec(tx, s.pick(`INSERT INTO reconciler_carry (run_id, provider_id, pending, recheck, state)
-		SELECT ?, v.provider_id, v.pending, v.recheck, v.state
-		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, pending boolean, recheck boolean, state jsonb)
-		ON CONFLICT (run_id, provider_id) DO UPDATE SET pending = excluded.pending, recheck = excluded.recheck, state = excluded.state`,
-		`INSERT INTO reconciler_carry (run_id, provider_id, pending, recheck, state)
-		SELECT ?, json_extract(value, '$.provider_id'), json_extract(value, '$.pending'), json_extract(value, '$.recheck'), json(json_extract(value, '$.state'))
+	if err := s.exec(tx, s.pick(`INSERT INTO reconciler_carry (run_id, provider_id, state)
+		SELECT ?, v.provider_id, v.state
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, state jsonb)
+		ON CONFLICT (run_id, provider_id) DO UPDATE SET state = excluded.state`,
+		`INSERT INTO reconciler_carry (run_id, provider_id, state)
+		SELECT ?, json_extract(value, '$.provider_id'), json(json_extract(value, '$.state'))
 		FROM json_each(?) WHERE true
-		ON CONFLICT (run_id, provider_id) DO UPDATE SET pending = excluded.pending, recheck = excluded.recheck, state = excluded.state`),
+		ON CONFLICT (run_id, provider_id) DO UPDATE SET state = excluded.state`),
 		runID, arg); err != nil {
 		return fmt.Errorf("carry payments: %w", err)
 	}

@@ -7,8 +7,6 @@
 CREATE TABLE IF NOT EXISTS reconciler_carry (
     run_id      bigint  NOT NULL,
     provider_id text    NOT NULL,
-    pending     boolean NOT NULL DEFAULT false,
-    recheck     boolean NOT NULL DEFAULT false,
     state       jsonb   NOT NULL,
     PRIMARY KEY (run_id, provider_id)
 );

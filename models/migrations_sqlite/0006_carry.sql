@@ -2,8 +2,6 @@
 CREATE TABLE IF NOT EXISTS reconciler_carry (
     run_id      INTEGER NOT NULL,
     provider_id TEXT    NOT NULL,
-    pending     BOOLEAN NOT NULL DEFAULT 0,
-    recheck     BOOLEAN NOT NULL DEFAULT 0,
     state       TEXT    NOT NULL,
     PRIMARY KEY (run_id, provider_id)
 );
