@@ -12,6 +12,11 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/reconciler/reconciler/clock"
+	"github.com/reconciler/reconciler/store"
+	"github.com/reconciler/reconciler/store/pgstore"
+	"github.com/reconciler/reconciler/store/sqlitestore"
 )
 
 func config() *gorm.Config {
@@ -44,4 +49,13 @@ func SQLite(path string) (*gorm.DB, error) {
 	}
 	sqlDB.SetMaxOpenConns(4)
 	return db, nil
+}
+
+// Store returns the store of db's dialect, on clock c (nil: the wall
+// clock). It is the one place that asks which dialect a connection speaks.
+func Store(db *gorm.DB, c clock.Clock) store.Store {
+	if db.Dialector.Name() == "sqlite" {
+		return sqlitestore.New(db, c)
+	}
+	return pgstore.New(db, c)
 }

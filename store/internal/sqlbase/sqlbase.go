@@ -1,0 +1,436 @@
+// Package sqlbase is what the dialect packages share: round-trip counting,
+// the transaction and its retry, row scanning, argument encoding and the run
+// record, whose statements are the same in both dialects. Dialect-specific
+// SQL lives in store/pgstore and store/sqlitestore only.
+package sqlbase
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/clock"
+	"github.com/reconciler/reconciler/internal/jsonw"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
+)
+
+// Base is the shared half of a dialect's store.
+type Base struct {
+	DB    *gorm.DB
+	Clock clock.Clock
+	// Translate maps the driver's errors to the store's sentinels
+	// (store.ErrConflict above all); nil errors stay nil.
+	Translate func(error) error
+	trips     atomic.Int64
+}
+
+// New returns a Base over db; c nil means the wall clock.
+func New(db *gorm.DB, c clock.Clock, translate func(error) error) *Base {
+	if c == nil {
+		c = clock.System
+	}
+	return &Base{DB: db, Clock: c, Translate: translate}
+}
+
+// RoundTrips implements store.Store.
+func (b *Base) RoundTrips() int64 { return b.trips.Load() }
+
+// Now is the argument SQL stamps with coalesce(?, now()): nil on the wall
+// clock (the server's time), the stubbed time otherwise.
+func (b *Base) Now() any {
+	if !clock.Stubbed(b.Clock) {
+		return nil
+	}
+	return b.Clock.Now().UTC()
+}
+
+// Conn is one transaction's connection, counting what it sends.
+type Conn struct {
+	Tx   *gorm.DB
+	base *Base
+}
+
+// Base returns the store the connection belongs to.
+func (c *Conn) Base() *Base { return c.base }
+
+// InTx runs fn in one transaction, retried up to eight times with jittered
+// backoff on the store's clock when the driver reports a conflict.
+func (b *Base) InTx(ctx context.Context, fn func(ctx context.Context, c *Conn) error) error {
+	var err error
+	for attempt := 0; attempt < 8; attempt++ {
+		b.trips.Add(2) // BEGIN and COMMIT
+		err = b.Translate(b.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			return fn(ctx, &Conn{Tx: tx, base: b})
+		}))
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		if serr := b.Clock.Sleep(ctx, time.Duration(1+rand.IntN(20<<attempt))*time.Millisecond); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+	return err
+}
+
+// Exec sends one statement.
+func (c *Conn) Exec(q string, args ...any) error {
+	c.base.trips.Add(1)
+	return c.Tx.Exec(q, args...).Error
+}
+
+// Scan runs a query and calls row for each row. It reads rows itself:
+// gorm's Scan formats every statement with its arguments for its trace
+// recorder, and the batch statements carry megabytes of JSON.
+func (c *Conn) Scan(row func(*sql.Rows) error, q string, args ...any) error {
+	c.base.trips.Add(1)
+	rows, err := c.Tx.Raw(q, args...).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Strings runs a query returning one text column.
+func (c *Conn) Strings(q string, args ...any) ([]string, error) {
+	var out []string
+	err := c.Scan(func(r *sql.Rows) error {
+		var v string
+		if err := r.Scan(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	}, q, args...)
+	return out, err
+}
+
+// Int runs a query returning one integer.
+func (c *Conn) Int(q string, args ...any) (int64, error) {
+	var n int64
+	err := c.Scan(func(r *sql.Rows) error { return r.Scan(&n) }, q, args...)
+	return n, err
+}
+
+// Payments runs a query returning the columns of store.Payment in order:
+// provider_id, state, source_updated_at, amount, currency,
+// amount_refunded, settled_at, payout_id, amount_captured.
+func (c *Conn) Payments(q string, args ...any) ([]store.Payment, error) {
+	var out []store.Payment
+	err := c.Scan(func(r *sql.Rows) error {
+		var p store.Payment
+		var state string
+		var payout sql.NullString
+		var captured sql.NullInt64
+		if err := r.Scan(&p.ProviderID, &state, &p.At, &p.Amount, &p.Currency, &p.AmountRefunded,
+			&p.SettledAt, &payout, &captured); err != nil {
+			return err
+		}
+		p.State, p.PayoutID, p.AmountCaptured = models.State(state), payout.String, captured.Int64
+		out = append(out, p)
+		return nil
+	}, q, args...)
+	return out, err
+}
+
+// Carries runs a query returning provider_id and state.
+func (c *Conn) Carries(q string, args ...any) ([]store.Carry, error) {
+	var out []store.Carry
+	err := c.Scan(func(r *sql.Rows) error {
+		var cr store.Carry
+		var b models.JSON
+		if err := r.Scan(&cr.ProviderID, &b); err != nil {
+			return err
+		}
+		cr.State = json.RawMessage(b)
+		out = append(out, cr)
+		return nil
+	}, q, args...)
+	return out, err
+}
+
+// JSON encodes a batch argument.
+func JSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// StepsJSON encodes steps with each state's allowed predecessors, which the
+// guarded statement tests the row's state against.
+func StepsJSON(steps []store.Step) (string, error) {
+	type row struct {
+		ProviderID string    `json:"provider_id"`
+		To         string    `json:"to_state"`
+		Preds      string    `json:"preds"`
+		At         time.Time `json:"at"`
+		Refund     int64     `json:"refund"`
+	}
+	rows := make([]row, len(steps))
+	for i, s := range steps {
+		rows[i] = row{ProviderID: s.ProviderID, To: string(s.To), Preds: predsCSV(s.To), At: s.At, Refund: s.Refund}
+	}
+	return JSON(rows)
+}
+
+func predsCSV(to models.State) string {
+	var b []byte
+	for i, p := range models.Predecessors(to) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, p...)
+	}
+	return string(b)
+}
+
+// EventsJSON encodes event rows by hand: the payloads are the provider's
+// own JSON, already decoded once, and re-encoding them through
+// encoding/json (which re-validates and compacts raw messages) was a tenth
+// of the job's CPU at scale.
+func EventsJSON(rows []store.Event) string {
+	n := 2
+	for _, r := range rows {
+		n += len(r.Payload) + len(r.EventID) + len(r.EventType) + 48
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"event_id":`...)
+		b = jsonw.String(b, r.EventID)
+		b = append(b, `,"event_type":`...)
+		b = jsonw.String(b, r.EventType)
+		b = append(b, `,"payload":`...)
+		if len(r.Payload) == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, r.Payload...)
+		}
+		b = append(b, '}')
+	}
+	return string(append(b, ']'))
+}
+
+// CarryJSON encodes carry rows by hand: their states are JSON already.
+func CarryJSON(rows []store.Carry) string {
+	n := 2
+	for _, r := range rows {
+		n += len(r.State) + len(r.ProviderID) + 64
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"provider_id":`...)
+		b = jsonw.String(b, r.ProviderID)
+		b = append(b, `,"state":`...)
+		b = append(b, r.State...)
+		b = append(b, '}')
+	}
+	return string(append(b, ']'))
+}
+
+// AddCounts is the same statement in both dialects.
+func (c *Conn) AddCounts(runID int64, p store.Progress) error {
+	var cur *string
+	var at *time.Time
+	if p.Cursor != "" {
+		cur, at = &p.Cursor, &p.CursorAt
+	}
+	return c.Exec(`UPDATE reconciliation_runs SET
+		examined = ?, in_sync = ?, repaired = repaired + ?, refused = refused + ?,
+		reported = reported + ?, synthetic_events = synthetic_events + ?, events_read = events_read + ?,
+		settlements_recorded = settlements_recorded + ?,
+		api_requests = ?, progress_cursor = coalesce(?, progress_cursor), progress_at = coalesce(?, progress_at)
+		WHERE id = ?`, p.Examined, p.InSync, p.Repaired, p.Refused, p.Reported, p.Synthetic, p.Events, p.Settlements,
+		p.APIRequests, cur, at, runID)
+}
+
+// ---- the run record --------------------------------------------------------
+
+func (b *Base) db(ctx context.Context) *gorm.DB { return b.DB.WithContext(ctx) }
+
+// CreateRun implements store.RunRecord.
+func (b *Base) CreateRun(ctx context.Context, r *models.Run) error {
+	if err := b.db(ctx).Create(r).Error; err != nil {
+		return fmt.Errorf("record run: %w", b.Translate(err))
+	}
+	return nil
+}
+
+// InterruptOthers implements store.RunRecord.
+func (b *Base) InterruptOthers(ctx context.Context, provider, account string, runID int64, at time.Time, msg string) (int64, error) {
+	res := b.db(ctx).Model(&models.Run{}).
+		Where("provider = ? AND account = ? AND status = ? AND id <> ?", provider, account, models.RunRunning, runID).
+		Updates(map[string]any{"status": models.RunInterrupted, "finished_at": at, "error": msg})
+	if res.Error != nil {
+		return 0, fmt.Errorf("mark dead runs interrupted: %w", b.Translate(res.Error))
+	}
+	return res.RowsAffected, nil
+}
+
+// FinishRun implements store.RunRecord.
+func (b *Base) FinishRun(ctx context.Context, r models.Run) error {
+	if err := b.db(ctx).Model(&models.Run{}).Where("id = ?", r.ID).Updates(map[string]any{
+		"status": r.Status, "finished_at": r.FinishedAt, "error": r.Error, "api_requests": r.APIRequests,
+	}).Error; err != nil {
+		return fmt.Errorf("record run end: %w", b.Translate(err))
+	}
+	return nil
+}
+
+// GetRun implements store.RunRecord.
+func (b *Base) GetRun(ctx context.Context, id int64) (models.Run, error) {
+	var r models.Run
+	if err := b.db(ctx).Where("id = ?", id).Limit(1).Find(&r).Error; err != nil {
+		return r, fmt.Errorf("read run %d: %w", id, b.Translate(err))
+	}
+	if r.ID == 0 {
+		return r, fmt.Errorf("run %d: %w", id, store.ErrNotFound)
+	}
+	return r, nil
+}
+
+// FindRuns implements store.RunRecord.
+func (b *Base) FindRuns(ctx context.Context, q store.RunQuery) ([]models.Run, error) {
+	db := b.db(ctx).Model(&models.Run{})
+	if q.Provider != "" {
+		db = db.Where("provider = ?", q.Provider)
+		if !q.AnyAccount {
+			db = db.Where("account = ?", q.Account)
+		}
+	}
+	if q.Status != "" {
+		db = db.Where("status = ?", q.Status)
+	}
+	if q.NotStatus != "" {
+		db = db.Where("status <> ?", q.NotStatus)
+	}
+	if q.Trigger != "" {
+		db = db.Where(`"trigger" = ?`, q.Trigger)
+	}
+	if q.TriggeredBy != "" {
+		db = db.Where("triggered_by = ?", q.TriggeredBy)
+	}
+	if q.NotDryRun {
+		db = db.Where("NOT dry_run")
+	}
+	order := store.OrderID
+	switch q.Order {
+	case store.OrderFinished, store.OrderWindowEnd:
+		order = q.Order
+	}
+	dir := " DESC"
+	if q.Ascending {
+		dir = ""
+	}
+	db = db.Order(order + dir)
+	if order != store.OrderID {
+		db = db.Order("id" + dir)
+	}
+	if q.Limit > 0 {
+		db = db.Limit(q.Limit)
+	}
+	var runs []models.Run
+	if err := db.Find(&runs).Error; err != nil {
+		return nil, fmt.Errorf("read runs: %w", b.Translate(err))
+	}
+	return runs, nil
+}
+
+// DriftCounts implements store.RunRecord.
+func (b *Base) DriftCounts(ctx context.Context, runID int64) ([]store.DriftCount, error) {
+	var out []store.DriftCount
+	if err := b.db(ctx).Raw(`SELECT kind, action, count(*) AS n FROM drift_items WHERE run_id = ? GROUP BY kind, action ORDER BY kind, action`, runID).
+		Scan(&out).Error; err != nil {
+		return nil, fmt.Errorf("count drift: %w", b.Translate(err))
+	}
+	return out, nil
+}
+
+// ForgetCarry implements store.RunRecord.
+func (b *Base) ForgetCarry(ctx context.Context, runID int64) error {
+	if err := b.db(ctx).Exec(`DELETE FROM reconciler_carry WHERE run_id = ?`, runID).Error; err != nil {
+		return fmt.Errorf("clear carried payments: %w", b.Translate(err))
+	}
+	return nil
+}
+
+// ForgetDeadCarry implements store.RunRecord.
+func (b *Base) ForgetDeadCarry(ctx context.Context, provider, account string, runID int64) error {
+	if err := b.db(ctx).Exec(`DELETE FROM reconciler_carry WHERE run_id IN
+		(SELECT id FROM reconciliation_runs WHERE provider = ? AND account = ? AND status <> ? AND id <> ?)`,
+		provider, account, models.RunRunning, runID).Error; err != nil {
+		return fmt.Errorf("clear dead runs' carried payments: %w", b.Translate(err))
+	}
+	return nil
+}
+
+// PaymentsInWindow implements store.Reads, given the dialect's condition
+// for "column in [?, ?)" (a %s for the column).
+func (b *Base) PaymentsInWindow(ctx context.Context, q store.PaymentQuery, inRange string) ([]models.Payment, error) {
+	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, col) + ")" }
+	var rows []models.Payment
+	err := b.db(ctx).Model(&models.Payment{}).
+		Where("provider = ? AND account = ?", q.Provider, q.Account).
+		Where(cond("source_updated_at")+" OR "+cond("settled_at"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC()).
+		Where("id > ?", q.AfterID).Order("id").Limit(q.Limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read payments: %w", b.Translate(err))
+	}
+	return rows, nil
+}
+
+// WindowStates implements store.Reads, given the dialect's range condition.
+func (b *Base) WindowStates(ctx context.Context, q store.WindowQuery, inRange string) ([]store.PaymentState, error) {
+	var page []struct {
+		ProviderID string
+		State      models.State
+	}
+	err := b.db(ctx).Model(&models.Payment{}).Select("provider_id, state").
+		Where("provider = ? AND account = ? AND provider_id > ? AND state <> ? AND "+fmt.Sprintf(inRange, "source_updated_at"),
+			q.Provider, q.Account, q.After, models.StateCreated, q.Since.UTC(), q.Until.UTC()).
+		Order("provider_id").Limit(q.Limit).Find(&page).Error
+	if err != nil {
+		return nil, fmt.Errorf("read the window's rows: %w", b.Translate(err))
+	}
+	out := make([]store.PaymentState, len(page))
+	for i, r := range page {
+		out[i] = store.PaymentState{ProviderID: r.ProviderID, State: r.State}
+	}
+	return out, nil
+}
+
+// StuckPayments implements store.Reads, given the dialect's "column < ?".
+func (b *Base) StuckPayments(ctx context.Context, q store.StuckQuery, before string) ([]string, error) {
+	states := make([]string, len(q.States))
+	for i, s := range q.States {
+		states[i] = string(s)
+	}
+	var ids []string
+	err := b.db(ctx).Model(&models.Payment{}).
+		Where("provider = ? AND account = ? AND state IN ? AND "+fmt.Sprintf(before, "source_updated_at"),
+			q.Provider, q.Account, states, q.Before.UTC()).
+		Order("source_updated_at").Limit(q.Limit).Pluck("provider_id", &ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("read stuck payments: %w", b.Translate(err))
+	}
+	return ids, nil
+}

@@ -1,0 +1,331 @@
+// Package pgstore is the PostgreSQL store, the production one: batch
+// statements over jsonb_to_recordset, the guard in each statement's WHERE,
+// and session advisory locks that die with the process.
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/clock"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
+	"github.com/reconciler/reconciler/store/internal/sqlbase"
+)
+
+// Store is the PostgreSQL store.
+type Store struct{ *sqlbase.Base }
+
+var _ store.Store = (*Store)(nil)
+
+// New returns the store over db (a gorm PostgreSQL connection); c nil means
+// the wall clock.
+func New(db *gorm.DB, c clock.Clock) *Store { return &Store{sqlbase.New(db, c, translate)} }
+
+// translate maps PostgreSQL's deadlock and serialization failures to
+// store.ErrConflict, keeping the driver's error in the chain.
+func translate(err error) error {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && (pg.Code == "40P01" || pg.Code == "40001") {
+		return fmt.Errorf("%w: %w", store.ErrConflict, err)
+	}
+	return err
+}
+
+// Dialect implements store.Store.
+func (s *Store) Dialect() string { return "postgres" }
+
+// InTx implements store.Store.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	return s.Base.InTx(ctx, func(ctx context.Context, c *sqlbase.Conn) error { return fn(ctx, tx{c}) })
+}
+
+const inRange = "%[1]s >= ? AND %[1]s < ?"
+
+// WindowStates implements store.Reads.
+func (s *Store) WindowStates(ctx context.Context, q store.WindowQuery) ([]store.PaymentState, error) {
+	return s.Base.WindowStates(ctx, q, inRange)
+}
+
+// StuckPayments implements store.Reads.
+func (s *Store) StuckPayments(ctx context.Context, q store.StuckQuery) ([]string, error) {
+	return s.Base.StuckPayments(ctx, q, "%s < ?")
+}
+
+// PaymentsInWindow implements store.Reads.
+func (s *Store) PaymentsInWindow(ctx context.Context, q store.PaymentQuery) ([]models.Payment, error) {
+	return s.Base.PaymentsInWindow(ctx, q, inRange)
+}
+
+// lock is a session-level advisory lock on one connection, released by the
+// server if the process dies (DESIGN section 8).
+type lock struct {
+	conn *sql.Conn
+	key  string
+}
+
+// TryLock implements store.Store: an advisory lock keyed by the current
+// schema and key, so that deployments sharing a database in different
+// schemas do not block each other.
+func (s *Store) TryLock(ctx context.Context, key string) (store.Lock, error) {
+	sqlDB, err := s.DB.DB()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock connection: %w", err)
+	}
+	var ok bool
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/reconciler/' || $1, 0))`, key).Scan(&ok); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("take run lock: %w", err)
+	}
+	if !ok {
+		_ = conn.Close()
+		return nil, store.ErrLocked
+	}
+	return &lock{conn: conn, key: key}, nil
+}
+
+func (l *lock) Release(ctx context.Context) error {
+	_, err := l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/reconciler/' || $1, 0))`, l.key)
+	if cerr := l.conn.Close(); err == nil && !errors.Is(cerr, sql.ErrConnDone) {
+		err = cerr
+	}
+	return err
+}
+
+// tx is one transaction's batch statements.
+type tx struct{ c *sqlbase.Conn }
+
+func (t tx) now() any { return t.c.Base().Now() }
+
+func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]store.Payment, error) {
+	if len(ids) == 0 {
+		// json.Marshal(nil) is the scalar null, not an array.
+		return nil, nil
+	}
+	arg, err := sqlbase.JSON(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := t.c.Payments(`SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded, settled_at, payout_id, amount_captured
+		FROM payments WHERE provider = ? AND provider_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))
+		ORDER BY provider_id`, provider, arg)
+	if err != nil {
+		return nil, fmt.Errorf("load payments: %w", err)
+	}
+	return rows, nil
+}
+
+func (t tx) InsertPayments(_ context.Context, provider, account string, rows []store.NewPayment) ([]string, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := t.c.Strings(`INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at,
+		    settled_at, payout_id, amount_captured, created_at, updated_at)
+		SELECT ?, ?, v.provider_id, v.state, v.amount, v.currency, v.amount_refunded, v.at, v.settled_at, NULLIF(v.payout_id, ''), v.amount_captured,
+		       coalesce(CAST(? AS timestamptz), now()), coalesce(CAST(? AS timestamptz), now())
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, state text, at timestamptz, amount bigint, currency text, amount_refunded bigint,
+		    settled_at timestamptz, payout_id text, amount_captured bigint)
+		ON CONFLICT (provider, provider_id) DO NOTHING
+		RETURNING provider_id`, provider, account, t.now(), t.now(), arg)
+	if err != nil {
+		return nil, fmt.Errorf("insert missing payments: %w", err)
+	}
+	return ids, nil
+}
+
+func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) ([]string, error) {
+	if len(steps) == 0 {
+		return nil, nil
+	}
+	arg, err := sqlbase.StepsJSON(steps)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := t.c.Strings(`UPDATE payments p
+		SET state = v.to_state, source_updated_at = v.at,
+		    amount_refunded = GREATEST(p.amount_refunded, v.refund), updated_at = coalesce(CAST(? AS timestamptz), now())
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, to_state text, preds text, at timestamptz, refund bigint)
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND p.state = ANY(string_to_array(v.preds, ','))
+		  AND (p.source_updated_at IS NULL OR p.source_updated_at <= v.at
+		       OR (p.state = 'settled' AND v.to_state IN ('refunded', 'chargeback')))
+		RETURNING p.provider_id`, t.now(), arg, provider)
+	if err != nil {
+		return nil, fmt.Errorf("apply transitions: %w", err)
+	}
+	return ids, nil
+}
+
+func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return err
+	}
+	if err := t.c.Exec(`UPDATE payments p SET amount_refunded = v.refund, updated_at = coalesce(CAST(? AS timestamptz), now())
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, refund bigint)
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND p.amount_refunded < v.refund AND p.state <> 'canceled'`, t.now(), arg, provider); err != nil {
+		return fmt.Errorf("raise amount_refunded: %w", err)
+	}
+	return nil
+}
+
+func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := t.c.Strings(`UPDATE payments p
+		SET settled_at = v.at, payout_id = coalesce(NULLIF(v.payout_id, ''), p.payout_id), updated_at = coalesce(CAST(? AS timestamptz), now())
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, at timestamptz, payout_id text)
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND (p.settled_at IS NULL
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.payout_id IS DISTINCT FROM v.payout_id AND p.settled_at <= v.at))
+		RETURNING p.provider_id`, t.now(), arg, provider)
+	if err != nil {
+		return 0, fmt.Errorf("record settlements: %w", err)
+	}
+	return int64(len(ids)), nil
+}
+
+func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return err
+	}
+	if err := t.c.Exec(`UPDATE payments p SET amount_captured = v.amount_captured, updated_at = coalesce(CAST(? AS timestamptz), now())
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, amount_captured bigint)
+		WHERE p.provider = ? AND p.provider_id = v.provider_id AND p.amount_captured IS DISTINCT FROM v.amount_captured`,
+		t.now(), arg, provider); err != nil {
+		return fmt.Errorf("record captured amounts: %w", err)
+	}
+	return nil
+}
+
+func (t tx) LoadCarry(_ context.Context, runID int64, ids []string) ([]store.Carry, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	arg, err := sqlbase.JSON(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := t.c.Carries(`SELECT c.provider_id, c.state FROM reconciler_carry c
+		JOIN jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id) ON c.provider_id = v.id WHERE c.run_id = ?`, arg, runID)
+	if err != nil {
+		return nil, fmt.Errorf("load carried payments: %w", err)
+	}
+	return rows, nil
+}
+
+func (t tx) SaveCarry(_ context.Context, runID int64, rows []store.Carry, drop []string) error {
+	if len(drop) > 0 {
+		arg, err := sqlbase.JSON(drop)
+		if err != nil {
+			return err
+		}
+		if err := t.c.Exec(`DELETE FROM reconciler_carry c USING jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
+			WHERE c.run_id = ? AND c.provider_id = v.id`, arg, runID); err != nil {
+			return fmt.Errorf("forget carried payments: %w", err)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	if err := t.c.Exec(`INSERT INTO reconciler_carry (run_id, provider_id, state)
+		SELECT ?, v.provider_id, v.state
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, state jsonb)
+		ON CONFLICT (run_id, provider_id) DO UPDATE SET state = excluded.state`, runID, sqlbase.CarryJSON(rows)); err != nil {
+		return fmt.Errorf("carry payments: %w", err)
+	}
+	return nil
+}
+
+func (t tx) DeleteItems(_ context.Context, runID int64, provider string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(ids)
+	if err != nil {
+		return err
+	}
+	// A join, not IN (subquery): PostgreSQL's generic plan for the prepared
+	// IN form scanned the run's items once per id (seconds a batch).
+	if err := t.c.Exec(`DELETE FROM drift_items d USING jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
+		WHERE d.run_id = ? AND d.provider = ? AND d.provider_id = v.id`, arg, runID, provider); err != nil {
+		return fmt.Errorf("replace drift items: %w", err)
+	}
+	return nil
+}
+
+func (t tx) InsertItems(_ context.Context, runID int64, provider string, rows []store.Item) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return err
+	}
+	if err := t.c.Exec(`INSERT INTO drift_items (run_id, provider, provider_id, kind, action, local_state, provider_state, detail, created_at)
+		SELECT ?, ?, v.provider_id, v.kind, v.action, v.local_state, v.provider_state, coalesce(v.detail, '{}'), coalesce(CAST(? AS timestamptz), now())
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, kind text, action text, local_state text, provider_state text, detail jsonb)`,
+		runID, provider, t.now(), arg); err != nil {
+		return fmt.Errorf("insert drift items: %w", err)
+	}
+	return nil
+}
+
+func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []store.Event) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	n, err := t.c.Int(`WITH ins AS (
+		INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at, synthetic, run_id)
+		SELECT ?, v.event_id, v.event_type, v.payload, coalesce(CAST(? AS timestamptz), now()), true, ?
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(event_id text, event_type text, payload jsonb)
+		ON CONFLICT (source, event_id) DO NOTHING
+		RETURNING 1)
+		SELECT count(*) FROM ins`, source, t.now(), runID, sqlbase.EventsJSON(rows))
+	if err != nil {
+		return 0, fmt.Errorf("insert synthetic events: %w", err)
+	}
+	return n, nil
+}
+
+func (t tx) MissingEvents(_ context.Context, source string, ids []string) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	arg, err := sqlbase.JSON(ids)
+	if err != nil {
+		return 0, err
+	}
+	return t.c.Int(`SELECT count(*) FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.id)`, arg, source)
+}
+
+func (t tx) AddCounts(_ context.Context, runID int64, p store.Progress) error {
+	return t.c.AddCounts(runID, p)
+}

@@ -1,0 +1,350 @@
+// Package sqlitestore is the embedded store: one SQLite file, for trying
+// reconciler on one machine. Times are kept as text, so every stored time is
+// normalised (sqlTime) and every comparison goes through julianday; the run
+// lock is a row naming its holder's host and pid.
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/clock"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
+	"github.com/reconciler/reconciler/store/internal/sqlbase"
+)
+
+// Store is the SQLite store.
+type Store struct{ *sqlbase.Base }
+
+var _ store.Store = (*Store)(nil)
+
+// New returns the store over db (a gorm SQLite connection opened by
+// internal/dbopen, whose transactions take the write lock at BEGIN); c nil
+// means the wall clock.
+func New(db *gorm.DB, c clock.Clock) *Store {
+	return &Store{sqlbase.New(db, c, func(err error) error { return err })}
+}
+
+// Dialect implements store.Store.
+func (s *Store) Dialect() string { return "sqlite" }
+
+// InTx implements store.Store. SQLite's writers queue on busy_timeout and
+// never deadlock (BEGIN IMMEDIATE), so nothing is retried.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	return s.Base.InTx(ctx, func(ctx context.Context, c *sqlbase.Conn) error { return fn(ctx, tx{c}) })
+}
+
+const inRange = "julianday(%[1]s) >= julianday(?) AND julianday(%[1]s) < julianday(?)"
+
+// WindowStates implements store.Reads.
+func (s *Store) WindowStates(ctx context.Context, q store.WindowQuery) ([]store.PaymentState, error) {
+	return s.Base.WindowStates(ctx, q, inRange)
+}
+
+// StuckPayments implements store.Reads.
+func (s *Store) StuckPayments(ctx context.Context, q store.StuckQuery) ([]string, error) {
+	return s.Base.StuckPayments(ctx, q, "julianday(%s) < julianday(?)")
+}
+
+// PaymentsInWindow implements store.Reads.
+func (s *Store) PaymentsInWindow(ctx context.Context, q store.PaymentQuery) ([]models.Payment, error) {
+	return s.Base.PaymentsInWindow(ctx, q, inRange)
+}
+
+// sqlTime normalises any time format SQLite parses, so that comparisons and
+// stored values never depend on who wrote them.
+func sqlTime(expr string) string { return `strftime('%Y-%m-%d %H:%M:%f+00:00', ` + expr + `)` }
+
+// now is the stamp of a statement: the clock's time when stubbed, else
+// SQLite's.
+const now = `coalesce(` + `strftime('%Y-%m-%d %H:%M:%f+00:00', ?)` + `, CURRENT_TIMESTAMP)`
+
+// lock is a row in run_locks naming the holder's host and pid.
+type lock struct {
+	db  *gorm.DB
+	key string
+}
+
+// TryLock implements store.Store: it takes the lock row, or takes it over
+// when its holder was a process on this host that no longer runs. The
+// embedded store is for one machine: a holder on another host is always
+// respected.
+func (s *Store) TryLock(ctx context.Context, key string) (store.Lock, error) {
+	host, _ := os.Hostname()
+	pid := os.Getpid()
+	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var held []struct {
+			Host string
+			Pid  int
+		}
+		if err := tx.Raw(`SELECT host, pid FROM run_locks WHERE key = ?`, key).Scan(&held).Error; err != nil {
+			return err
+		}
+		if len(held) > 0 {
+			h := held[0]
+			if h.Host != host || processAlive(h.Pid) {
+				return store.ErrLocked
+			}
+		}
+		return tx.Exec(`INSERT INTO run_locks (key, host, pid, acquired_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP)
+			ON CONFLICT (key) DO UPDATE SET host = excluded.host, pid = excluded.pid, acquired_at = excluded.acquired_at`, key, host, pid).Error
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return nil, store.ErrLocked
+		}
+		return nil, fmt.Errorf("take run lock: %w", err)
+	}
+	return &lock{db: s.DB, key: key}, nil
+}
+
+// processAlive reports whether pid runs on this machine.
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func (l *lock) Release(ctx context.Context) error {
+	return l.db.WithContext(ctx).Exec(`DELETE FROM run_locks WHERE key = ? AND pid = ?`, l.key, os.Getpid()).Error
+}
+
+// tx is one transaction's batch statements.
+type tx struct{ c *sqlbase.Conn }
+
+// stamp is the clock's time as SQLite text, or nil for CURRENT_TIMESTAMP.
+func (t tx) stamp() any {
+	if n, ok := t.c.Base().Now().(time.Time); ok {
+		return n.Format(time.RFC3339Nano)
+	}
+	return nil
+}
+
+func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]store.Payment, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	arg, err := sqlbase.JSON(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := t.c.Payments(`SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded, settled_at, payout_id, amount_captured
+		FROM payments WHERE provider = ? AND provider_id IN (SELECT value FROM json_each(?))
+		ORDER BY provider_id`, provider, arg)
+	if err != nil {
+		return nil, fmt.Errorf("load payments: %w", err)
+	}
+	return rows, nil
+}
+
+func (t tx) InsertPayments(_ context.Context, provider, account string, rows []store.NewPayment) ([]string, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := t.c.Strings(`INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at,
+		    settled_at, payout_id, amount_captured, created_at, updated_at)
+		SELECT ?, ?, json_extract(value, '$.provider_id'), json_extract(value, '$.state'), json_extract(value, '$.amount'),
+		       json_extract(value, '$.currency'), json_extract(value, '$.amount_refunded'), `+sqlTime(`json_extract(value, '$.at')`)+`,
+		       CASE WHEN json_extract(value, '$.settled_at') IS NULL THEN NULL ELSE `+sqlTime(`json_extract(value, '$.settled_at')`)+` END,
+		       NULLIF(json_extract(value, '$.payout_id'), ''), json_extract(value, '$.amount_captured'), `+now+`, `+now+`
+		FROM json_each(?) WHERE true
+		ON CONFLICT (provider, provider_id) DO NOTHING
+		RETURNING provider_id`, provider, account, t.stamp(), t.stamp(), arg)
+	if err != nil {
+		return nil, fmt.Errorf("insert missing payments: %w", err)
+	}
+	return ids, nil
+}
+
+func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) ([]string, error) {
+	if len(steps) == 0 {
+		return nil, nil
+	}
+	arg, err := sqlbase.StepsJSON(steps)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := t.c.Strings(`UPDATE payments AS p
+		SET state = v.to_state, source_updated_at = `+sqlTime(`v.at`)+`,
+		    amount_refunded = max(p.amount_refunded, v.refund), updated_at = `+now+`
+		FROM (SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.to_state') AS to_state,
+		             json_extract(value, '$.preds') AS preds, json_extract(value, '$.at') AS at, json_extract(value, '$.refund') AS refund
+		      FROM json_each(?)) AS v
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND instr(',' || v.preds || ',', ',' || p.state || ',') > 0
+		  AND (p.source_updated_at IS NULL OR julianday(p.source_updated_at) <= julianday(v.at)
+		       OR (p.state = 'settled' AND v.to_state IN ('refunded', 'chargeback')))
+		RETURNING provider_id`, t.stamp(), arg, provider)
+	if err != nil {
+		return nil, fmt.Errorf("apply transitions: %w", err)
+	}
+	return ids, nil
+}
+
+func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return err
+	}
+	if err := t.c.Exec(`UPDATE payments AS p SET amount_refunded = v.refund, updated_at = `+now+`
+		FROM (SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.refund') AS refund FROM json_each(?)) AS v
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND p.amount_refunded < v.refund AND p.state <> 'canceled'`, t.stamp(), arg, provider); err != nil {
+		return fmt.Errorf("raise amount_refunded: %w", err)
+	}
+	return nil
+}
+
+func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := t.c.Strings(`UPDATE payments AS p
+		SET settled_at = `+sqlTime(`v.at`)+`, payout_id = coalesce(NULLIF(v.payout_id, ''), p.payout_id), updated_at = `+now+`
+		FROM (SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.at') AS at,
+		             json_extract(value, '$.payout_id') AS payout_id FROM json_each(?)) AS v
+		WHERE p.provider = ? AND p.provider_id = v.provider_id
+		  AND (p.settled_at IS NULL
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.payout_id IS NOT v.payout_id AND julianday(p.settled_at) <= julianday(v.at)))
+		RETURNING provider_id`, t.stamp(), arg, provider)
+	if err != nil {
+		return 0, fmt.Errorf("record settlements: %w", err)
+	}
+	return int64(len(ids)), nil
+}
+
+func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return err
+	}
+	if err := t.c.Exec(`UPDATE payments AS p SET amount_captured = v.amount_captured, updated_at = `+now+`
+		FROM (SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.amount_captured') AS amount_captured FROM json_each(?)) AS v
+		WHERE p.provider = ? AND p.provider_id = v.provider_id AND p.amount_captured IS NOT v.amount_captured`, t.stamp(), arg, provider); err != nil {
+		return fmt.Errorf("record captured amounts: %w", err)
+	}
+	return nil
+}
+
+func (t tx) LoadCarry(_ context.Context, runID int64, ids []string) ([]store.Carry, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	arg, err := sqlbase.JSON(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := t.c.Carries(`SELECT provider_id, state FROM reconciler_carry WHERE provider_id IN (SELECT value FROM json_each(?)) AND run_id = ?`, arg, runID)
+	if err != nil {
+		return nil, fmt.Errorf("load carried payments: %w", err)
+	}
+	return rows, nil
+}
+
+func (t tx) SaveCarry(_ context.Context, runID int64, rows []store.Carry, drop []string) error {
+	if len(drop) > 0 {
+		arg, err := sqlbase.JSON(drop)
+		if err != nil {
+			return err
+		}
+		if err := t.c.Exec(`DELETE FROM reconciler_carry WHERE provider_id IN (SELECT value FROM json_each(?)) AND run_id = ?`, arg, runID); err != nil {
+			return fmt.Errorf("forget carried payments: %w", err)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	if err := t.c.Exec(`INSERT INTO reconciler_carry (run_id, provider_id, state)
+		SELECT ?, json_extract(value, '$.provider_id'), json(json_extract(value, '$.state'))
+		FROM json_each(?) WHERE true
+		ON CONFLICT (run_id, provider_id) DO UPDATE SET state = excluded.state`, runID, sqlbase.CarryJSON(rows)); err != nil {
+		return fmt.Errorf("carry payments: %w", err)
+	}
+	return nil
+}
+
+func (t tx) DeleteItems(_ context.Context, runID int64, provider string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(ids)
+	if err != nil {
+		return err
+	}
+	if err := t.c.Exec(`DELETE FROM drift_items WHERE run_id = ? AND provider = ? AND provider_id IN (SELECT value FROM json_each(?))`,
+		runID, provider, arg); err != nil {
+		return fmt.Errorf("replace drift items: %w", err)
+	}
+	return nil
+}
+
+func (t tx) InsertItems(_ context.Context, runID int64, provider string, rows []store.Item) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return err
+	}
+	if err := t.c.Exec(`INSERT INTO drift_items (run_id, provider, provider_id, kind, action, local_state, provider_state, detail, created_at)
+		SELECT ?, ?, json_extract(value, '$.provider_id'), json_extract(value, '$.kind'), json_extract(value, '$.action'),
+		       json_extract(value, '$.local_state'), json_extract(value, '$.provider_state'), coalesce(json_extract(value, '$.detail'), '{}'), `+now+`
+		FROM json_each(?)`, runID, provider, t.stamp(), arg); err != nil {
+		return fmt.Errorf("insert drift items: %w", err)
+	}
+	return nil
+}
+
+func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []store.Event) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	ids, err := t.c.Strings(`INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at, synthetic, run_id)
+		SELECT ?, json_extract(value, '$.event_id'), json_extract(value, '$.event_type'), json_extract(value, '$.payload'), `+now+`, 1, ?
+		FROM json_each(?) WHERE true
+		ON CONFLICT (source, event_id) DO NOTHING
+		RETURNING event_id`, source, t.stamp(), runID, sqlbase.EventsJSON(rows))
+	if err != nil {
+		return 0, fmt.Errorf("insert synthetic events: %w", err)
+	}
+	return int64(len(ids)), nil
+}
+
+func (t tx) MissingEvents(_ context.Context, source string, ids []string) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	arg, err := sqlbase.JSON(ids)
+	if err != nil {
+		return 0, err
+	}
+	return t.c.Int(`SELECT count(*) FROM json_each(?) AS v
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.value)`, arg, source)
+}
+
+func (t tx) AddCounts(_ context.Context, runID int64, p store.Progress) error {
+	return t.c.AddCounts(runID, p)
+}
