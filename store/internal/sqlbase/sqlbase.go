@@ -54,8 +54,16 @@ func (b *Base) Now() any {
 
 // Conn is one transaction's connection, counting what it sends.
 type Conn struct {
-	Tx   *gorm.DB
-	base *Base
+	Tx    *gorm.DB
+	base  *Base
+	trips *atomic.Int64 // the caller's own count (store.CountTrips), or nil
+}
+
+func (c *Conn) count(n int64) {
+	c.base.trips.Add(n)
+	if c.trips != nil {
+		c.trips.Add(n)
+	}
 }
 
 // Base returns the store the connection belongs to.
@@ -66,9 +74,11 @@ func (c *Conn) Base() *Base { return c.base }
 func (b *Base) InTx(ctx context.Context, fn func(ctx context.Context, c *Conn) error) error {
 	var err error
 	for attempt := 0; attempt < 8; attempt++ {
-		b.trips.Add(2) // BEGIN and COMMIT
+		c := &Conn{base: b, trips: store.TripCounter(ctx)}
+		c.count(2) // BEGIN and COMMIT
 		err = b.Translate(b.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			return fn(ctx, &Conn{Tx: tx, base: b})
+			c.Tx = tx
+			return fn(ctx, c)
 		}))
 		if !errors.Is(err, store.ErrConflict) {
 			return err
@@ -82,7 +92,7 @@ func (b *Base) InTx(ctx context.Context, fn func(ctx context.Context, c *Conn) e
 
 // Exec sends one statement.
 func (c *Conn) Exec(q string, args ...any) error {
-	c.base.trips.Add(1)
+	c.count(1)
 	return c.Tx.Exec(q, args...).Error
 }
 
@@ -90,7 +100,7 @@ func (c *Conn) Exec(q string, args ...any) error {
 // gorm's Scan formats every statement with its arguments for its trace
 // recorder, and the batch statements carry megabytes of JSON.
 func (c *Conn) Scan(row func(*sql.Rows) error, q string, args ...any) error {
-	c.base.trips.Add(1)
+	c.count(1)
 	rows, err := c.Tx.Raw(q, args...).Rows()
 	if err != nil {
 		return err
