@@ -14,8 +14,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/guard"
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
 )
 
 // TestGuardEquivalence is the proof of "one guard, published" (DESIGN
@@ -178,48 +180,55 @@ func equivRun(t *testing.T, db *gorm.DB, seed uint64, n int) {
 	if sqlite {
 		g = guard.SQLite
 	}
-	st := newStore(db)
+	st := dbopen.Store(db, nil)
 	facts, moves := 0, 0
 	for round := 0; ; round++ {
-		var steps []stepRow
-		var refunds []refundRow
-		var settles []settleRow
+		var steps []store.Step
+		var refunds []store.Refund
+		var settles []store.Settlement
 		for i, s := range seqs {
 			if round >= len(s.facts) {
 				continue
 			}
 			f := s.facts[round]
 			if f.Payout != nil {
-				settles = append(settles, settleRow{ProviderID: id("e", i), At: f.At, PayoutID: *f.Payout})
+				settles = append(settles, store.Settlement{ProviderID: id("e", i), At: f.At, PayoutID: *f.Payout})
 				continue
 			}
 			if f.To == models.StateNone {
-				refunds = append(refunds, refundRow{ProviderID: id("e", i), Refund: f.Refund})
+				refunds = append(refunds, store.Refund{ProviderID: id("e", i), Amount: f.Refund})
 				continue
 			}
 			refund := f.Refund
 			if f.To == models.StateCanceled {
 				refund = 0 // decide never carries a refund on a cancel
 			}
-			steps = append(steps, stepRow{ProviderID: id("e", i), To: string(f.To), Preds: predsCSV(f.To), At: f.At, Refund: refund})
+			steps = append(steps, store.Step{ProviderID: id("e", i), To: f.To, At: f.At, Refund: refund})
 		}
 		if len(steps)+len(refunds)+len(settles) == 0 {
 			break
 		}
 		movedGo := map[int]bool{}
 		movedFn := map[int]bool{}
-		var movedEngine map[string]bool
+		movedEngine := map[string]bool{}
+		if err := st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			moved, err := tx.ApplySteps(ctx, "stripe", steps)
+			for _, id := range moved {
+				movedEngine[id] = true
+			}
+			if err != nil {
+				return err
+			}
+			if err := tx.RaiseRefunds(ctx, "stripe", refunds); err != nil {
+				return err
+			}
+			_, err = tx.RecordSettlements(ctx, "stripe", settles)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
 		err := db.Transaction(func(tx *gorm.DB) error {
 			var err error
-			if movedEngine, err = st.applySteps(tx, "stripe", steps); err != nil {
-				return err
-			}
-			if err := st.raiseRefunds(tx, "stripe", refunds); err != nil {
-				return err
-			}
-			if _, err := st.recordSettlements(tx, "stripe", settles); err != nil {
-				return err
-			}
 			conn := tx.Statement.ConnPool
 			for i, s := range seqs {
 				if round >= len(s.facts) {
@@ -324,7 +333,7 @@ func equivInsert(tx *gorm.DB, id string, r equivRow) error {
 		VALUES ('stripe', ?, ?, 1000, 'eur', ?, ?, ?, ?)`
 	if models.SQLite(tx) {
 		q = `INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at, settled_at, payout_id)
-		VALUES ('stripe', ?, ?, 1000, 'eur', ?, ` + sqlTime(`?`) + `, ` + sqlTime(`?`) + `, ?)`
+		VALUES ('stripe', ?, ?, 1000, 'eur', ?, strftime('%Y-%m-%d %H:%M:%f+00:00', ?), strftime('%Y-%m-%d %H:%M:%f+00:00', ?), ?)`
 	}
 	return tx.Exec(q, id, r.State, r.AmountRefunded, norm(r.At), norm(r.SettledAt), r.PayoutID).Error
 }

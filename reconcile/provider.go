@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
 )
 
 // Change is one provider fact about one payment: "at At, the provider showed
@@ -123,7 +124,7 @@ type Provider interface {
 // Sentinel errors.
 var (
 	// ErrLocked means another run holds the lock for the provider and account.
-	ErrLocked = errors.New("another run holds the lock for this provider and account")
+	ErrLocked = store.ErrLocked
 	// ErrInterrupted means the run was stopped (SIGTERM) before it finished.
 	ErrInterrupted = errors.New("run interrupted")
 )

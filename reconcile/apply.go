@@ -1,0 +1,312 @@
+package reconcile
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
+)
+
+// applier carries out a batch's plans. The engine decides (plan), hands the
+// plans to its applier (apply) and records what happened (record); the two
+// appliers are the only place a dry run differs from a real one.
+//
+// The SQL applier writes the rows under the guard and keeps what it carries
+// between batches in the carry table. The dry applier writes nothing but
+// the run and its items: it simulates the guard (Simulate) on rows it keeps
+// in memory, and carries in memory.
+type applier interface {
+	// load reads the batch's rows as this run sees them.
+	load(ctx context.Context, tx store.Tx, ids []string) (map[string]Local, error)
+	// apply carries out the plans and returns each payment's outcome and
+	// how many settlements it recorded.
+	apply(ctx context.Context, tx store.Tx, b *batch) (map[string]outcome, int64, error)
+	// events records the batch's events and returns how many
+	// webhook_events lacked.
+	events(ctx context.Context, tx store.Tx, evs []store.Event) (int64, error)
+	// loadCarry returns what the run carries about ids (those it marked
+	// carried).
+	loadCarry(ctx context.Context, tx store.Tx, ids []string) (map[string]*carried, error)
+	// saveCarry records the batch's carried state (nil: forget the payment).
+	saveCarry(ctx context.Context, tx store.Tx, next, prev map[string]*carried) error
+	// committed is called once the batch's transaction committed.
+	committed(b *batch)
+	// state is the state the run sees for a row the database holds in st.
+	state(id string, st models.State) models.State
+	// finish removes what the run carried, at its end.
+	finish(ctx context.Context) error
+	// writes says whether the run writes payments (and so may resume a
+	// crashed run's window).
+	writes() bool
+}
+
+// outcome is what the applier did to one payment in a batch.
+type outcome struct {
+	after    Local
+	applied  []Step // this batch's
+	inserted bool
+}
+
+// sqlApplier writes to the store.
+type sqlApplier struct {
+	st       store.Store
+	runID    int64
+	provider string
+	account  string
+}
+
+func (a *sqlApplier) load(ctx context.Context, tx store.Tx, ids []string) (map[string]Local, error) {
+	return loadLocal(ctx, tx, a.provider, ids)
+}
+
+func loadLocal(ctx context.Context, tx store.Tx, provider string, ids []string) (map[string]Local, error) {
+	rows, err := tx.LoadPayments(ctx, provider, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Local, len(rows))
+	for _, r := range rows {
+		out[r.ProviderID] = Local{Exists: true, State: r.State, At: r.At, Amount: r.Amount, Currency: r.Currency,
+			AmountRefunded: r.AmountRefunded, SettledAt: r.SettledAt, PayoutID: r.PayoutID, AmountCaptured: r.AmountCaptured}
+	}
+	return out, nil
+}
+
+func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[string]outcome, int64, error) {
+	var inserts []store.NewPayment
+	for _, id := range b.order {
+		if pl := b.plans[id]; !b.rows[id].Exists && pl.Creatable() {
+			r := store.NewPayment{ProviderID: id, State: pl.Latest.To, At: pl.Latest.At,
+				Amount: pl.Amount, Currency: pl.Currency, AmountRefunded: pl.RefundTo}
+			if s := pl.Settlement; s != nil {
+				r.SettledAt, r.PayoutID = &s.At, s.PayoutID
+			}
+			if pl.AmountCaptured > 0 {
+				r.AmountCaptured = &pl.AmountCaptured
+			}
+			inserts = append(inserts, r)
+		}
+	}
+	ids, err := tx.InsertPayments(ctx, a.provider, a.account, inserts)
+	if err != nil {
+		return nil, 0, err
+	}
+	inserted := setOf(ids)
+	// A row the insert did not create exists already (the live worker made
+	// it meanwhile): the guarded steps apply to it. Steps an earlier batch
+	// of this run already sent are not sent again: the guard's refusals are
+	// permanent (rows only move forward), so only the new part of the chain
+	// can move a row.
+	todo := make(map[string][]Step, len(b.order))
+	for _, id := range b.order {
+		if inserted[id] {
+			continue
+		}
+		for _, st := range b.plans[id].Steps {
+			if prev := b.prev[id]; prev == nil || !slices.Contains(prev.tried, stepKey(st)) {
+				todo[id] = append(todo[id], st)
+			}
+		}
+	}
+	applied := map[string][]Step{}
+	for round := 0; ; round++ {
+		var steps []store.Step
+		for _, id := range b.order {
+			if round < len(todo[id]) {
+				s := todo[id][round]
+				steps = append(steps, store.Step{ProviderID: id, To: s.To, At: s.At, Refund: s.AmountRefunded})
+			}
+		}
+		if len(steps) == 0 {
+			break
+		}
+		moved, err := tx.ApplySteps(ctx, a.provider, steps)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, id := range moved {
+			applied[id] = append(applied[id], todo[id][round])
+		}
+	}
+	var refunds []store.Refund
+	var settles []store.Settlement
+	var captures []store.Capture
+	for _, id := range b.order {
+		pl := b.plans[id]
+		if inserted[id] {
+			continue
+		}
+		if pl.RefundTo > 0 {
+			refunds = append(refunds, store.Refund{ProviderID: id, Amount: pl.RefundTo})
+		}
+		if s := pl.Settlement; s != nil {
+			settles = append(settles, store.Settlement{ProviderID: id, At: s.At, PayoutID: s.PayoutID})
+		}
+		if pl.AmountCaptured > 0 {
+			captures = append(captures, store.Capture{ProviderID: id, Amount: pl.AmountCaptured})
+		}
+	}
+	if err := tx.RaiseRefunds(ctx, a.provider, refunds); err != nil {
+		return nil, 0, err
+	}
+	settled, err := tx.RecordSettlements(ctx, a.provider, settles)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := tx.RecordCaptured(ctx, a.provider, captures); err != nil {
+		return nil, 0, err
+	}
+	after, err := a.load(ctx, tx, b.order)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make(map[string]outcome, len(b.order))
+	for _, id := range b.order {
+		o := outcome{after: after[id], applied: applied[id], inserted: inserted[id]}
+		if o.inserted {
+			o.applied = []Step{*b.plans[id].Latest}
+		}
+		out[id] = o
+	}
+	return out, settled, nil
+}
+
+func (a *sqlApplier) events(ctx context.Context, tx store.Tx, evs []store.Event) (int64, error) {
+	return tx.InsertEvents(ctx, a.runID, a.provider, evs)
+}
+
+func (a *sqlApplier) loadCarry(ctx context.Context, tx store.Tx, ids []string) (map[string]*carried, error) {
+	rows, err := tx.LoadCarry(ctx, a.runID, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*carried, len(rows))
+	for _, r := range rows {
+		cr, err := decodeCarried(r)
+		if err != nil {
+			return nil, err
+		}
+		out[r.ProviderID] = cr
+	}
+	return out, nil
+}
+
+func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx, next, prev map[string]*carried) error {
+	var rows []store.Carry
+	var drop []string
+	for _, id := range slices.Sorted(maps.Keys(next)) {
+		cr := next[id]
+		if cr == nil {
+			if prev[id] != nil {
+				drop = append(drop, id)
+			}
+			continue
+		}
+		r, err := cr.encode(id)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	return tx.SaveCarry(ctx, a.runID, rows, drop)
+}
+
+func (a *sqlApplier) committed(*batch)                             {}
+func (a *sqlApplier) state(_ string, st models.State) models.State { return st }
+func (a *sqlApplier) finish(ctx context.Context) error             { return a.st.ForgetCarry(ctx, a.runID) }
+func (a *sqlApplier) writes() bool                                 { return true }
+
+// dryApplier simulates the guard on rows kept in memory.
+type dryApplier struct {
+	provider string
+	sim      map[string]Local    // rows as the simulation left them
+	carry    map[string]*carried // what the run carries
+}
+
+func newDryApplier(provider string) *dryApplier {
+	return &dryApplier{provider: provider, sim: map[string]Local{}, carry: map[string]*carried{}}
+}
+
+func (a *dryApplier) load(ctx context.Context, tx store.Tx, ids []string) (map[string]Local, error) {
+	rows, err := loadLocal(ctx, tx, a.provider, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if l, ok := a.sim[id]; ok {
+			rows[id] = l
+		}
+	}
+	return rows, nil
+}
+
+func (a *dryApplier) apply(_ context.Context, _ store.Tx, b *batch) (map[string]outcome, int64, error) {
+	out := make(map[string]outcome, len(b.order))
+	var settled int64
+	b.sim = map[string]Local{}
+	for _, id := range b.order {
+		before := b.rows[id]
+		after, applied, ins := Simulate(before, b.plans[id])
+		out[id] = outcome{after, applied, ins}
+		if after != before {
+			b.sim[id] = after
+		}
+		if !ins && after.SettledAt != before.SettledAt {
+			settled++
+		}
+	}
+	return out, settled, nil
+}
+
+func (a *dryApplier) events(ctx context.Context, tx store.Tx, evs []store.Event) (int64, error) {
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.EventID
+	}
+	return tx.MissingEvents(ctx, a.provider, ids)
+}
+
+func (a *dryApplier) loadCarry(_ context.Context, _ store.Tx, ids []string) (map[string]*carried, error) {
+	out := map[string]*carried{}
+	for _, id := range ids {
+		if cr := a.carry[id]; cr != nil {
+			out[id] = cr
+		}
+	}
+	return out, nil
+}
+
+func (a *dryApplier) saveCarry(context.Context, store.Tx, map[string]*carried, map[string]*carried) error {
+	return nil // kept in memory once the batch committed
+}
+
+func (a *dryApplier) committed(b *batch) {
+	for id, cr := range b.next {
+		if cr == nil {
+			delete(a.carry, id)
+		} else {
+			a.carry[id] = cr
+		}
+	}
+	maps.Copy(a.sim, b.sim)
+}
+
+func (a *dryApplier) state(id string, st models.State) models.State {
+	if l, ok := a.sim[id]; ok {
+		return l.State // a dry run judges the rows it simulated
+	}
+	return st
+}
+
+func (a *dryApplier) finish(context.Context) error { return nil }
+func (a *dryApplier) writes() bool                 { return false }
+
+func setOf(ids []string) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}

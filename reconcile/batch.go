@@ -1,0 +1,303 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
+)
+
+// batch is one transaction's worth of a run: the payments of whole pages,
+// planned, applied and recorded together.
+type batch struct {
+	page  Page
+	check Check
+	byID  map[string][]Change
+	order []string // payment ids, sorted: a fixed lock order
+
+	// plan
+	rows    map[string]Local    // the rows as loaded
+	prev    map[string]*carried // what earlier batches carried
+	plans   map[string]Plan
+	befores map[string]Local // the row as the run first saw it
+
+	// apply
+	out map[string]outcome
+	sim map[string]Local // the dry applier's rows after the batch
+
+	// record
+	next   map[string]*carried // the carried state after the batch
+	counts counts
+}
+
+// newBatch groups a page's changes by payment. force names payments to
+// decide again with no new facts (the window's end).
+func newBatch(p Page, w Check, force []string) *batch {
+	b := &batch{page: p, check: w, byID: map[string][]Change{}}
+	for _, c := range p.Changes {
+		if c.ProviderID == "" {
+			continue
+		}
+		if c.Payload == nil || !strings.HasPrefix(c.EventID, "recon:") {
+			c.Payload = nil // events listed by the provider carry theirs in Event
+		}
+		b.byID[c.ProviderID] = append(b.byID[c.ProviderID], c)
+	}
+	for _, id := range force {
+		if _, ok := b.byID[id]; !ok {
+			b.byID[id] = nil
+		}
+	}
+	// A fixed lock order (payments by id, events by id) keeps concurrent runs
+	// and the live worker from deadlocking in most cases; the rest retry.
+	b.order = slices.Sorted(maps.Keys(b.byID))
+	return b
+}
+
+// write decides and writes one batch in one transaction. It runs on a
+// context detached from cancellation, so that SIGTERM lets it finish.
+func (e *engine) write(ctx context.Context, p Page, w Check, force ...string) error {
+	wctx := context.WithoutCancel(ctx)
+	var b *batch
+	err := e.st.InTx(wctx, func(ctx context.Context, tx store.Tx) error {
+		b = newBatch(p, w, force) // afresh on a retry
+		if err := e.plan(ctx, tx, b); err != nil {
+			return err
+		}
+		out, settled, err := e.ap.apply(ctx, tx, b)
+		if err != nil {
+			return err
+		}
+		b.out, b.counts.Settlements = out, settled
+		return e.record(ctx, tx, b)
+	})
+	if err != nil {
+		return fmt.Errorf("write batch of %d payments: %w", len(b.order), err)
+	}
+	e.committed(b)
+	return nil
+}
+
+// plan loads the batch's rows and what the run carries about them, and
+// decides each payment from all of its facts so far.
+func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
+	var err error
+	if b.rows, err = e.ap.load(ctx, tx, b.order); err != nil {
+		return err
+	}
+	var want []string
+	for _, id := range b.order {
+		if e.seen[idHash(id)]&carriedBit != 0 {
+			want = append(want, id)
+		}
+	}
+	if b.prev, err = e.ap.loadCarry(ctx, tx, want); err != nil {
+		return err
+	}
+	b.plans = make(map[string]Plan, len(b.order))
+	b.befores = make(map[string]Local, len(b.order))
+	for _, id := range b.order {
+		before, facts := b.rows[id], b.byID[id]
+		if cr := b.prev[id]; cr != nil {
+			before, facts = cr.before, append(slices.Clip(cr.facts), facts...)
+		}
+		pl := Decide(before, facts)
+		if bits, ok := e.seen[idHash(id)]; ok && b.prev[id] == nil {
+			// The state the row was in sync with in an earlier batch is
+			// still shown by the window's log.
+			for r := range numRanks {
+				if bits&(1<<r) != 0 && pl.Shown[r].IsZero() {
+					pl.Shown[r] = time.Unix(1, 0)
+				}
+			}
+		}
+		b.plans[id], b.befores[id] = pl, before
+	}
+	return nil
+}
+
+// record classifies what the batch did into drift items, records the
+// events, what the run carries and the run's counters.
+func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
+	c := &b.counts
+	c.Events = int64(len(b.page.Events))
+	b.next = make(map[string]*carried, len(b.order))
+	var items []store.Item
+	var rewrite []string // payments whose earlier items this batch replaces
+	recon := map[string]store.Event{}
+	for _, id := range b.order {
+		o, pl, prev := b.out[id], b.plans[id], b.prev[id]
+		cr := &carried{before: b.befores[id], facts: b.byID[id], applied: o.applied, inserted: o.inserted}
+		for _, st := range pl.Steps {
+			cr.tried = append(cr.tried, stepKey(st))
+		}
+		if prev != nil {
+			cr.facts = append(slices.Clip(prev.facts), b.byID[id]...)
+			cr.applied = append(slices.Clip(prev.applied), o.applied...)
+			cr.inserted = cr.inserted || prev.inserted
+			if prev.drifted {
+				rewrite = append(rewrite, id)
+			}
+		}
+		var its []Item
+		if !o.after.Exists && !b.check.Complete {
+			cr.pending = true // decided once it has been fetched by id
+		} else {
+			// A row that waits for the rest of the log gets no item yet:
+			// the window's end judges it (unshown).
+			its, _ = Classify(cr.before, o.after, pl, cr.applied, cr.inserted, b.check)
+		}
+		for _, it := range its {
+			describe(&it, o.after, pl)
+			switch it.Action {
+			case models.ActionRepaired:
+				cr.items.Repaired++
+			case models.ActionRefused:
+				cr.items.Refused++
+			case models.ActionReported:
+				cr.items.Reported++
+			}
+			items = append(items, toItem(id, it))
+		}
+		cr.drifted = len(its) > 0
+		c.Repaired += cr.items.Repaired
+		c.Refused += cr.items.Refused
+		c.Reported += cr.items.Reported
+		if prev != nil {
+			c.Repaired -= prev.items.Repaired
+			c.Refused -= prev.items.Refused
+			c.Reported -= prev.items.Reported
+		}
+		// A row waiting only for the rest of the log (the local-ahead rule)
+		// is not carried: the window's end finds it from its row and the
+		// states the log showed.
+		if len(cr.applied) > 0 || cr.inserted || cr.drifted || cr.pending {
+			b.next[id] = cr
+		} else {
+			b.next[id] = nil
+		}
+		// Changes found without an event get a deterministic event,
+		// recorded only when it justified a transition.
+		for _, s := range o.applied {
+			for _, ch := range b.byID[id] {
+				if ch.EventID == s.EventID && ch.Payload != nil {
+					recon[ch.EventID] = store.Event{EventID: ch.EventID, EventType: ch.EventType, Payload: ch.Payload}
+				}
+			}
+		}
+	}
+	events := slices.Clone(b.page.Events)
+	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.ID, b.ID) })
+	evs := make([]store.Event, 0, len(events)+len(recon))
+	for _, ev := range events {
+		evs = append(evs, store.Event{EventID: ev.ID, EventType: ev.Type, Payload: ev.Payload})
+	}
+	for _, id := range slices.Sorted(maps.Keys(recon)) {
+		evs = append(evs, recon[id])
+	}
+	var err error
+	if c.Synthetic, err = e.ap.events(ctx, tx, evs); err != nil {
+		return err
+	}
+	if err := tx.DeleteItems(ctx, e.run.ID, e.provider, rewrite); err != nil {
+		return err
+	}
+	if err := tx.InsertItems(ctx, e.run.ID, e.provider, items); err != nil {
+		return err
+	}
+	examined, drifted := int64(len(e.seen)), e.drifted
+	for _, id := range b.order {
+		if _, ok := e.seen[idHash(id)]; !ok {
+			examined++
+		}
+		if prev := b.prev[id]; prev != nil && prev.drifted {
+			drifted--
+		}
+		if cr := b.next[id]; cr != nil && cr.drifted {
+			drifted++
+		}
+	}
+	c.Examined, c.InSync = examined, examined-drifted
+	if err := e.ap.saveCarry(ctx, tx, b.next, b.prev); err != nil {
+		return err
+	}
+	return tx.AddCounts(ctx, e.run.ID, store.Progress{Counts: *c, APIRequests: e.o.Provider.Requests(),
+		Cursor: b.page.Cursor, CursorAt: b.page.CursorAt})
+}
+
+// committed updates what the run holds in memory once a batch committed:
+// the states the log showed each payment, which payments it carries, which
+// wait for their fetch by id, and the run's totals.
+func (e *engine) committed(b *batch) {
+	for id, cr := range b.next {
+		h := idHash(id)
+		if prev := b.prev[id]; prev != nil && prev.drifted {
+			e.drifted--
+		}
+		bits := e.seen[h]
+		for r, t := range b.plans[id].Shown {
+			if !t.IsZero() {
+				bits |= 1 << r
+			}
+		}
+		e.seen[h] = bits
+		delete(e.pending, id)
+		if cr == nil {
+			e.seen[h] &^= carriedBit
+			continue
+		}
+		if cr.drifted {
+			e.drifted++
+		}
+		if cr.pending {
+			e.pending[id] = true
+		}
+		e.seen[h] |= carriedBit
+	}
+	e.ap.committed(b)
+	e.total.Add(b.counts)
+	e.total.Examined, e.total.InSync = b.counts.Examined, b.counts.InSync
+	if e.o.Progress != nil {
+		e.o.Progress(Progress{RunID: e.run.ID, EventsRead: e.total.Events, Examined: e.total.Examined,
+			Repaired: e.total.Repaired, Refused: e.total.Refused, Requests: e.o.Provider.Requests(), Elapsed: e.clock.Now().Sub(e.start)})
+	}
+	e.log.Debug("batch written", "payments", len(b.order), "events", len(b.page.Events), "repaired", b.counts.Repaired, "refused", b.counts.Refused)
+}
+
+// describe adds the payment's amounts to an item, for the report.
+func describe(it *Item, row Local, p Plan) {
+	if it.Detail == nil {
+		it.Detail = map[string]any{}
+	}
+	amount, currency := row.Amount, row.Currency
+	if !row.Exists {
+		amount, currency = p.Amount, p.Currency
+	}
+	if _, ok := it.Detail["amount"]; !ok {
+		it.Detail["amount"] = amount
+	}
+	if _, ok := it.Detail["currency"]; !ok {
+		it.Detail["currency"] = currency
+	}
+	if _, ok := it.Detail["amount_refunded"]; !ok {
+		it.Detail["amount_refunded"] = row.AmountRefunded
+	}
+}
+
+func toItem(id string, it Item) store.Item {
+	r := store.Item{ProviderID: id, Kind: it.Kind, Action: it.Action, Detail: it.Detail}
+	if it.LocalState != models.StateNone {
+		s := string(it.LocalState)
+		r.LocalState = &s
+	}
+	if it.ProviderState != "" {
+		s := it.ProviderState
+		r.ProviderState = &s
+	}
+	return r
+}
