@@ -21,7 +21,7 @@ import (
 )
 
 // Formats lists the formats Render accepts.
-var Formats = []string{"json", "csv", "md", "html"}
+var Formats = []string{"json", "csv", "md", "html", "text"}
 
 // ValidFormat reports whether f is one of Formats.
 func ValidFormat(f string) bool {
@@ -199,16 +199,16 @@ func LoadLimited(ctx context.Context, db *gorm.DB, limit int, runIDs ...int64) (
 	return rep, nil
 }
 
-// ReadableLimit is how many items a Markdown or HTML report lists per run.
+// ReadableLimit is how many items a Markdown, HTML or text report lists per run.
 const ReadableLimit = 2000
 
 // Write renders runs from the database in format with bounded memory: JSON
-// and CSV stream every item in batches; Markdown and HTML, meant for people,
-// list at most ReadableLimit items per run (those needing a human first)
-// and say how many more there are.
+// and CSV stream every item in batches; Markdown, HTML and text, meant for
+// people, list at most ReadableLimit items per run (those needing a human
+// first) and say how many more there are.
 func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs ...int64) error {
 	switch format {
-	case "md", "html":
+	case "md", "html", "text":
 		rep, err := LoadLimited(ctx, db, ReadableLimit, runIDs...)
 		if err != nil {
 			return err
@@ -408,6 +408,8 @@ func Render(w io.Writer, rep Report, format string) error {
 		return renderMD(w, rep)
 	case "html":
 		return RenderHTML(w, rep)
+	case "text":
+		return RenderText(w, rep, TextOptions{})
 	}
 	return fmt.Errorf("unknown report format %q (use %s)", format, strings.Join(Formats, ", "))
 }

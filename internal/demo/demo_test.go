@@ -1,0 +1,137 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconciler/reconciler/models"
+)
+
+func options(t *testing.T, dir string) (Options, *bytes.Buffer) {
+	t.Helper()
+	var out bytes.Buffer
+	return Options{Payments: 40, Seed: 3, DBPath: filepath.Join(dir, "demo.db"), HTMLPath: filepath.Join(dir, "demo.html"), Stdout: &out}, &out
+}
+
+// A kept database: the first demo seeds it, the second reruns the same
+// window and repairs nothing, a third with other values is refused before
+// any output.
+func TestDemoKeptDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	o, out := options(t, dir)
+	require.NoError(t, Run(context.Background(), o))
+	text := out.String()
+	for _, want := range []string{
+		"reconciler demo: a fake Stripe and a fake GoCardless on 127.0.0.1, 40 generated payments each (seed 3)",
+		"Local database: " + o.DBPath + " (new; kept).",
+		"── Stripe · run 1 · test mode · succeeded in ", "── GoCardless · run 2 · test mode · succeeded in ",
+		"Needs a human (", "    …and ", " more repaired",
+		"HTML report: " + o.HTMLPath, "fresh local database", "file://" + filepath.ToSlash(o.HTMLPath), "Finished in ",
+	} {
+		require.Contains(t, text, want)
+	}
+	require.NotContains(t, text, "\033[", "no colour unless asked")
+	page, err := os.ReadFile(o.HTMLPath)
+	require.NoError(t, err)
+	require.Contains(t, string(page), "<svg")
+
+	out.Reset()
+	o.Color = true
+	require.NoError(t, Run(context.Background(), o))
+	text = out.String()
+	require.Contains(t, text, "which already held this demo: the runs below are reruns of the same window.")
+	require.Contains(t, text, "so both runs were reruns of the same window")
+	require.Contains(t, text, "\033[1mWhat just happened\033[0m", "colour when asked")
+	require.Equal(t, 2, strings.Count(text, "\033[32mrepaired\033[0m 0   "), "a rerun repairs nothing")
+
+	out.Reset()
+	o.Payments, o.HTMLPath = 41, filepath.Join(dir, "other.html")
+	err = Run(context.Background(), o)
+	var oe *OptionError
+	require.True(t, errors.As(err, &oe), "%v", err)
+	require.Equal(t, "db", oe.Option)
+	require.Equal(t, o.DBPath+" holds a demo made with other --payments or --seed values (or one that did not finish); pass the same values or give a new file", oe.Err.Error())
+	require.Empty(t, out.String(), "nothing written")
+	require.NoFileExists(t, o.HTMLPath, "no page left behind by a failed demo")
+}
+
+// A throwaway database by default, gone when Run returns; the clock is
+// Options.Now.
+func TestDemoThrowawayDatabase(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the throwaway file goes
+	o, out := options(t, t.TempDir())
+	o.DBPath, o.Payments = "", 0
+	calls := 0
+	o.Now = func() time.Time { calls++; return time.Now() }
+	require.NoError(t, Run(context.Background(), o))
+	require.Contains(t, out.String(), "Local database: a fresh throwaway file, deleted on exit (--db FILE keeps one).")
+	require.Contains(t, out.String(), ", 0 generated payments each (seed 3)")
+	require.Contains(t, out.String(), "Needs a human (", "the crafted payments still drift")
+	require.NotZero(t, calls, "the clock is injected")
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, left, "no database left behind")
+}
+
+// A database the demo did not make is refused, and left as it was.
+func TestDemoForeignDatabase(t *testing.T) {
+	t.Parallel()
+	o, out := options(t, t.TempDir())
+	db, err := openDB(context.Background(), o.DBPath)
+	require.NoError(t, err)
+	require.NoError(t, db.Create(&models.Payment{Provider: "stripe", ProviderID: "pi_mine", State: models.State("captured"), Amount: 100, Currency: "gbp"}).Error)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	require.NoError(t, sqlDB.Close())
+
+	err = Run(context.Background(), o)
+	var oe *OptionError
+	require.True(t, errors.As(err, &oe), "%v", err)
+	require.Equal(t, "db", oe.Option)
+	require.Equal(t, "db: "+o.DBPath+" holds 1 payments the demo did not make; give a new file", oe.Error())
+	require.Empty(t, out.String())
+	require.NoFileExists(t, o.HTMLPath)
+}
+
+func TestDemoOptionsValidate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ok := Options{Payments: 500, Seed: 1, HTMLPath: "x.html"}
+	require.NoError(t, ok.Validate())
+	for _, c := range []struct {
+		change func(*Options)
+		option string
+		msg    string
+	}{
+		{func(o *Options) { o.Payments = -1 }, "payments", "-1 is out of range (0 to 100000)"},
+		{func(o *Options) { o.Payments = MaxPayments + 1 }, "payments", "100001 is out of range (0 to 100000)"},
+		{func(o *Options) { o.Seed = -3 }, "seed", "-3 is negative (use 0 or more)"},
+		{func(o *Options) { o.HTMLPath = "" }, "html", "needs a file name"},
+		{func(o *Options) { o.DBPath = dir }, "db", dir + " is a directory, not a database file"},
+		{func(o *Options) { o.DBPath = filepath.Join(dir, "missing", "x.db") }, "db", "no such file or directory"},
+	} {
+		o := ok
+		c.change(&o)
+		err := o.Validate()
+		var oe *OptionError
+		require.True(t, errors.As(err, &oe), "%v", err)
+		require.Equal(t, c.option, oe.Option)
+		require.Contains(t, oe.Err.Error(), c.msg)
+	}
+	o := ok
+	o.HTMLPath = filepath.Join(dir, "missing", "x.html")
+	err := Run(context.Background(), o)
+	var oe *OptionError
+	require.True(t, errors.As(err, &oe), "%v", err)
+	require.Equal(t, "html", oe.Option, "an HTML file that cannot be created is the caller's to fix")
+}

@@ -1,0 +1,175 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconciler/reconciler/models"
+)
+
+// The sample's text is testdata/text.golden (TestRenderGolden); these
+// tests pin what a golden file shows less plainly.
+
+func renderText(t *testing.T, rep Report, opts TextOptions) string {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, RenderText(&buf, rep, opts))
+	return buf.String()
+}
+
+var sgr = regexp.MustCompile("\033\\[[0-9;]*m")
+
+func TestTextIsAFormat(t *testing.T) {
+	assert.True(t, ValidFormat("text"))
+	assert.Equal(t, renderText(t, sample(), TextOptions{}), string(render(t, "text")), "Render's text is RenderText without colour")
+}
+
+func TestTextColor(t *testing.T) {
+	plainText := renderText(t, sample(), TextOptions{})
+	colored := renderText(t, sample(), TextOptions{Color: true})
+	assert.NotContains(t, plainText, "\033", "no escape codes without Color")
+	assert.Contains(t, colored, "\033[1;31mrefused\033[0m", "refused in red")
+	assert.Contains(t, colored, "\033[33mreported\033[0m", "reported in yellow")
+	assert.Contains(t, colored, "\033[32mrepaired\033[0m", "repaired in green")
+	assert.Equal(t, plainText, sgr.ReplaceAllString(colored, ""), "colour adds escape codes and nothing else")
+}
+
+// Strings from a provider cannot drive the terminal: the only escape codes
+// are the colours.
+func TestTextControlCharacters(t *testing.T) {
+	evil := "\033[2J\033]0;owned\007x\ny"
+	rep := Report{Runs: []RunReport{{ID: 1, Provider: "stripe", Account: evil, Status: evil, Mode: evil, Error: &evil,
+		Notes: map[string]any{"warning": evil},
+		Items: []Item{
+			{ProviderID: evil, Kind: evil, Action: models.ActionRefused, LocalState: &evil, ProviderState: &evil, Currency: evil, Explanation: evil},
+			{ProviderID: evil, Kind: evil, Action: models.ActionRepaired, Explanation: evil},
+		}}}}
+	for _, color := range []bool{false, true} {
+		out := sgr.ReplaceAllString(renderText(t, rep, TextOptions{Color: color}), "")
+		assert.NotContains(t, out, "\033", "color %v", color)
+		assert.NotContains(t, out, "\007", "color %v", color)
+		for _, l := range strings.Split(out, "\n") {
+			assert.NotContains(t, l, "\r")
+		}
+	}
+}
+
+// manyItems is a run with n items needing a human and m repaired ones
+// (two kinds, alternating).
+func manyItems(n, m int) RunReport {
+	end := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	r := RunReport{ID: 3, Provider: "gocardless", Mode: "live", Status: "succeeded", WindowStart: end.Add(-24 * time.Hour), WindowEnd: end,
+		StartedAt: end, FinishedAt: ptr(end.Add(1500 * time.Millisecond)), DurationSeconds: 1.5,
+		Examined: 12345678, Repaired: int64(m), Refused: int64(n), EventsRead: 1000, SyntheticEvents: 106, WebhookMissRatio: 0.106}
+	for i := range n {
+		r.Items = append(r.Items, Item{ProviderID: fmt.Sprintf("PM%012d", i), Kind: models.KindConflict, Action: models.ActionRefused,
+			LocalState: ptr("chargeback"), ProviderState: ptr("chargeback_cancelled_by_the_bank_after_review"), Amount: 5400, Currency: "gbp",
+			Explanation: strings.Repeat("The chargeback was cancelled at GoCardless and the money came back. ", 5)})
+	}
+	for i := range m {
+		kind := []string{models.KindBehind, models.KindMissingLocal}[min(i, 1)]
+		r.Items = append(r.Items, Item{ProviderID: fmt.Sprintf("PR%012d", i), Kind: kind, Action: models.ActionRepaired,
+			ProviderState: ptr("paid_out"), Amount: 123456789, Currency: "gbp"})
+	}
+	return r
+}
+
+func TestTextLongRun(t *testing.T) {
+	r := manyItems(30, 5)
+	r.ItemsOmitted = 1234
+	out := renderText(t, Report{Runs: []RunReport{r}}, TextOptions{})
+	for _, want := range []string{
+		"── GoCardless · run 3 · live mode · succeeded in 1.50s ─",
+		"  examined 12,345,678   repaired 5   refused 30   reported 0\n  events read 1,000   synthetic events 106   webhook miss ratio 10.60%\n",
+		"  Needs a human (30):\n",
+		"    …and 5 more in the CSV and JSON reports\n",
+		"  Repaired (5): behind 1, missing_local 4; for example:\n",
+		"    …and 2 more repaired\n",
+		"  …and 1,234 more items; the CSV and JSON reports list every item.\n",
+		"chargeback → chargeback_cancell…  54.00 GBP", // states cut to 32 runes
+		"1234567.89 GBP",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.Equal(t, 25, strings.Count(out, "    PM0"), "at most 25 items needing a human")
+	assert.Equal(t, 3, strings.Count(out, "    PR0"), "three examples of the repaired")
+	assert.Contains(t, out, "PR000000000000", "the first of a kind is an example")
+	assert.Contains(t, out, "PR000000000001", "one of each kind first")
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "    PM0") {
+			continue
+		}
+		for k := 1; k <= 3; k++ {
+			assert.True(t, strings.HasPrefix(lines[i+k], "        "), "explanation line %d of %q", k, l)
+		}
+		assert.True(t, strings.HasSuffix(lines[i+3], " …"), "a long explanation is cut at three lines: %q", lines[i+3])
+		assert.False(t, strings.HasPrefix(lines[i+4], "        "), "at most three lines: %q", lines[i+4])
+	}
+	for _, l := range lines {
+		assert.LessOrEqual(t, utf8.RuneCountInString(l), TextWidth, "%q", l)
+	}
+
+	out = renderText(t, Report{Runs: []RunReport{r}}, TextOptions{MoreIn: "the HTML report"})
+	assert.Contains(t, out, "    …and 5 more in the HTML report\n")
+}
+
+func TestTextTitle(t *testing.T) {
+	for _, c := range []struct {
+		run  RunReport
+		want string
+	}{
+		{RunReport{ID: 1, Provider: "stripe", Status: "running"}, "── Stripe · run 1 · running ─"},
+		{RunReport{ID: 2, Provider: "gocardless", Account: "OR123", Mode: "test", Status: "succeeded",
+			StartedAt: time.Unix(0, 0), FinishedAt: ptr(time.Unix(42, 0)), DurationSeconds: 42}, "── GoCardless · OR123 · run 2 · test mode · succeeded in 42s ─"},
+		{RunReport{ID: 3, Provider: "adyen", DryRun: true, Status: "failed"}, "── adyen · run 3 · dry run · failed ─"},
+		{RunReport{ID: 4}, "── — · run 4 · — ─"},
+	} {
+		out := renderText(t, Report{Runs: []RunReport{c.run}}, TextOptions{})
+		first, _, _ := strings.Cut(out, "\n")
+		assert.True(t, strings.HasPrefix(first, c.want), "%q", first)
+		assert.Equal(t, TextWidth, utf8.RuneCountInString(first), "the rule fills the line: %q", first)
+		assert.Contains(t, out, "  Nothing needs a human.\n")
+		assert.NotContains(t, out, "Repaired (")
+	}
+}
+
+func TestTextEmpty(t *testing.T) {
+	assert.Equal(t, "No runs.\n", renderText(t, Report{}, TextOptions{}))
+}
+
+func TestTextWrap(t *testing.T) {
+	for _, c := range []struct {
+		s        string
+		width, n int
+		want     []string
+	}{
+		{"", 10, 3, nil},
+		{"one two three", 20, 3, []string{"one two three"}},
+		{"one two three", 7, 3, []string{"one two", "three"}},
+		{"  spaced\n\tout  ", 20, 3, []string{"spaced out"}},
+		{"aaaa bbbb cccc dddd", 9, 1, []string{"aaaa …"}},
+		{"aaaa bbbb cccc dddd eeee", 9, 2, []string{"aaaa bbbb", "cccc …"}},
+		{"abcdefghijkl", 5, 3, []string{"abcd…"}},
+	} {
+		assert.Equal(t, c.want, Wrap(c.s, c.width, c.n), "%q in %d×%d", c.s, c.width, c.n)
+		for _, l := range Wrap(c.s, c.width, c.n) {
+			assert.LessOrEqual(t, utf8.RuneCountInString(l), c.width, "%q", l)
+		}
+	}
+}
+
+func TestTextThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 12345: "12,345", 1234567: "1,234,567",
+		-1: "-1", -1000: "-1,000", -123456: "-123,456"} {
+		assert.Equal(t, want, Thousands(n), "%d", n)
+	}
+}
