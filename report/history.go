@@ -6,23 +6,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"text/tabwriter"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
 )
 
 // LoadHistory reads the last n finished runs (newest first in the
 // database, returned oldest first), optionally of one provider and account.
 func LoadHistory(ctx context.Context, db *gorm.DB, n int, provider, account string) ([]RunReport, error) {
-	q := db.WithContext(ctx).Where("status <> ?", models.RunRunning).Order("id DESC").Limit(n)
-	if provider != "" {
-		q = q.Where("provider = ? AND account = ?", provider, account)
-	}
-	var runs []models.Run
-	if err := q.Find(&runs).Error; err != nil {
-		return nil, fmt.Errorf("read runs: %w", err)
+	runs, err := dbopen.Store(db, nil).FindRuns(ctx, store.RunQuery{NotStatus: models.RunRunning, Provider: provider, Account: account, Limit: n})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]RunReport, 0, len(runs))
 	for i := len(runs) - 1; i >= 0; i-- {
@@ -55,6 +54,19 @@ func RenderHistory(w io.Writer, runs []RunReport, format string) error {
 		}
 		cw.Flush()
 		return cw.Error()
+	case "text":
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "run\tprovider\taccount\twindow start\tstatus\texamined\trepaired\trefused\treported\tmiss ratio\t")
+		for _, r := range runs {
+			acct := r.Account
+			if acct == "" {
+				acct = "platform"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t\n", r.ID, r.Provider, plain(acct),
+				r.WindowStart.Format(time.RFC3339), r.Status, Thousands(r.Examined), Thousands(r.Repaired), Thousands(r.Refused),
+				Thousands(r.Reported), 100*r.WebhookMissRatio)
+		}
+		return tw.Flush()
 	case "md":
 		fmt.Fprintf(w, "| run | provider | account | window start | status | examined | repaired | refused | reported | miss ratio |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range runs {

@@ -17,6 +17,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/models"
 )
 
@@ -170,10 +171,11 @@ const byPriority = "CASE action WHEN 'refused' THEN 0 WHEN 'reported' THEN 1 ELS
 // needing a human first; the rest are counted in ItemsOmitted.
 func LoadLimited(ctx context.Context, db *gorm.DB, limit int, runIDs ...int64) (Report, error) {
 	var rep Report
+	runs := dbopen.Store(db, nil)
 	for _, id := range runIDs {
-		var r models.Run
-		if err := db.WithContext(ctx).First(&r, id).Error; err != nil {
-			return rep, fmt.Errorf("read run %d: %w", id, err)
+		r, err := runs.GetRun(ctx, id)
+		if err != nil {
+			return rep, err
 		}
 		q := db.WithContext(ctx).Where("run_id = ?", id).Order(byPriority)
 		if limit > 0 {
@@ -226,10 +228,11 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 	} else {
 		bw.WriteString("{\n  \"runs\": [")
 	}
+	runs := dbopen.Store(db, nil)
 	for i, id := range runIDs {
-		var r models.Run
-		if err := db.WithContext(ctx).First(&r, id).Error; err != nil {
-			return fmt.Errorf("read run %d: %w", id, err)
+		r, err := runs.GetRun(ctx, id)
+		if err != nil {
+			return err
 		}
 		rr := Summary(r)
 		if cw == nil {
@@ -252,7 +255,7 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 		n := 0
 		// Keyset pages per action, those needing a human first: memory
 		// stays flat however many items a run has.
-		err := eachItem(ctx, db, id, func(it models.DriftItem) error {
+		err = eachItem(ctx, db, id, func(it models.DriftItem) error {
 			{
 				item := itemOf(r, it)
 				if cw != nil {

@@ -173,3 +173,21 @@ func TestTextThousands(t *testing.T) {
 		assert.Equal(t, want, Thousands(n), "%d", n)
 	}
 }
+
+// The history's text format is a right-aligned table, one line a run,
+// oldest first, with control characters in an account id made harmless.
+func TestRenderHistoryText(t *testing.T) {
+	runs := historyRuns()
+	runs[0].Account = "acct_\x1b[31mX"
+	var buf bytes.Buffer
+	require.NoError(t, RenderHistory(&buf, runs, "text"))
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	require.Len(t, lines, len(runs)+1)
+	require.Contains(t, lines[0], "miss ratio")
+	for i, r := range runs {
+		require.Contains(t, lines[i+1], r.Provider)
+		require.Contains(t, lines[i+1], r.WindowStart.Format(time.RFC3339))
+		require.Contains(t, lines[i+1], fmt.Sprintf("%.2f%%", 100*r.WebhookMissRatio))
+	}
+	require.NotContains(t, buf.String(), "\x1b")
+}
