@@ -18,7 +18,8 @@ import (
 // raw bytes) and its typed objects carry hundreds of fields; at a million
 // events a night that decoding was most of the job's CPU. The requests still
 // go through stripe-go's backend (authentication, headers, errors) and its
-// list iterator (cursors, has_more).
+// list iterator (cursors, has_more). The mapping takes these lean types as
+// they are; nothing is rebuilt into stripe-go's.
 
 // leanEvent is an event with only what the engine needs: its id, type and
 // time, the parsed data.object, and the event's JSON for webhook_events.
@@ -213,22 +214,11 @@ func (e *expandable) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func (e expandable) pi() *stripego.PaymentIntent {
-	if e == "" {
-		return nil
-	}
-	return &stripego.PaymentIntent{ID: string(e)}
-}
-
 type leanPI struct {
 	ID       string `json:"id"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
 	Status   string `json:"status"`
-}
-
-func (l leanPI) typed() *stripego.PaymentIntent {
-	return &stripego.PaymentIntent{ID: l.ID, Amount: l.Amount, Currency: stripego.Currency(l.Currency), Status: stripego.PaymentIntentStatus(l.Status)}
 }
 
 type leanCharge struct {
@@ -242,9 +232,16 @@ type leanCharge struct {
 	PaymentIntent  expandable `json:"payment_intent"`
 }
 
-func (l leanCharge) typed() *stripego.Charge {
-	return &stripego.Charge{ID: l.ID, Amount: l.Amount, AmountCaptured: l.AmountCaptured, AmountRefunded: l.AmountRefunded, Captured: l.Captured, Refunded: l.Refunded,
-		Currency: stripego.Currency(l.Currency), PaymentIntent: l.PaymentIntent.pi()}
+// chargeOf is the lean form of a charge that stripe-go decoded: the
+// stuck-payment path reads a payment intent through stripe-go (its payload
+// is stripe-go's encoding), and the charge arithmetic is the event path's.
+func chargeOf(ch *stripego.Charge) leanCharge {
+	l := leanCharge{ID: ch.ID, Amount: ch.Amount, AmountCaptured: ch.AmountCaptured, AmountRefunded: ch.AmountRefunded,
+		Captured: ch.Captured, Refunded: ch.Refunded, Currency: string(ch.Currency)}
+	if ch.PaymentIntent != nil {
+		l.PaymentIntent = expandable(ch.PaymentIntent.ID)
+	}
+	return l
 }
 
 type leanRefund struct {
@@ -255,18 +252,10 @@ type leanRefund struct {
 	PaymentIntent expandable `json:"payment_intent"`
 }
 
-func (l leanRefund) typed() *stripego.Refund {
-	return &stripego.Refund{ID: l.ID, Amount: l.Amount, Currency: stripego.Currency(l.Currency), Status: stripego.RefundStatus(l.Status), PaymentIntent: l.PaymentIntent.pi()}
-}
-
 type leanDispute struct {
 	ID            string     `json:"id"`
 	Status        string     `json:"status"`
 	PaymentIntent expandable `json:"payment_intent"`
-}
-
-func (l leanDispute) typed() *stripego.Dispute {
-	return &stripego.Dispute{ID: l.ID, Status: stripego.DisputeStatus(l.Status), PaymentIntent: l.PaymentIntent.pi()}
 }
 
 // leanBT is a balance transaction with its source expanded.

@@ -37,13 +37,6 @@ func PaymentIntentState(status string) (s models.State, ok bool) {
 
 func at(unix int64) time.Time { return time.Unix(unix, 0).UTC() }
 
-func piID(pi *stripego.PaymentIntent) string {
-	if pi == nil {
-		return ""
-	}
-	return pi.ID
-}
-
 // mapEvent turns one event into changes. A payout.paid event lists the
 // balance transactions it paid out (one list request per 100 charges).
 func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) ([]reconcile.Change, error) {
@@ -65,44 +58,42 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 		if err := decode("payment intent", &pi); err != nil {
 			return nil, err
 		}
-		return keep(piChange(base, pi.typed())), nil
+		return keep(piChange(base, pi)), nil
 
 	case typ == "charge.captured" || typ == "charge.refunded":
 		var ch leanCharge
 		if err := decode("charge", &ch); err != nil {
 			return nil, err
 		}
-		c, ok := chargeChange(base, ch.typed(), ev.APIVersion)
+		c, ok := chargeChange(base, &ch, ev.APIVersion)
 		if !ok {
 			return nil, nil
 		}
 		return []reconcile.Change{c}, nil
 
 	case typ == "charge.refund.updated":
-		var lr leanRefund
-		if err := decode("refund", &lr); err != nil {
+		var r leanRefund
+		if err := decode("refund", &r); err != nil {
 			return nil, err
 		}
-		r := lr.typed()
-		if r.Status != stripego.RefundStatusFailed && r.Status != stripego.RefundStatusCanceled {
+		if st := stripego.RefundStatus(r.Status); st != stripego.RefundStatusFailed && st != stripego.RefundStatusCanceled {
 			return nil, nil
 		}
 		c := base
-		c.ProviderID = piID(r.PaymentIntent)
-		c.RawStatus = "refund_" + string(r.Status)
+		c.ProviderID = string(r.PaymentIntent)
+		c.RawStatus = "refund_" + r.Status
 		c.Revert = fmt.Sprintf("Refund %s of %d %s %s at Stripe after it was recorded; amount_refunded is never lowered.", r.ID, r.Amount, r.Currency, r.Status)
 		return keep(c), nil
 
 	case typ == "charge.dispute.closed":
-		var ld leanDispute
-		if err := decode("dispute", &ld); err != nil {
+		var d leanDispute
+		if err := decode("dispute", &d); err != nil {
 			return nil, err
 		}
-		d := ld.typed()
 		c := base
-		c.ProviderID = piID(d.PaymentIntent)
-		c.RawStatus = "dispute_" + string(d.Status)
-		switch d.Status {
+		c.ProviderID = string(d.PaymentIntent)
+		c.RawStatus = "dispute_" + d.Status
+		switch stripego.DisputeStatus(d.Status) {
 		case stripego.DisputeStatusLost:
 			c.State = models.StateChargeback
 		case stripego.DisputeStatusWon:
@@ -153,16 +144,16 @@ func keep(c reconcile.Change) []reconcile.Change {
 	return []reconcile.Change{c}
 }
 
-func piChange(base reconcile.Change, pi *stripego.PaymentIntent) reconcile.Change {
+func piChange(base reconcile.Change, pi leanPI) reconcile.Change {
 	c := base
 	c.ProviderID = pi.ID
 	if pi.ID == "" {
 		return c
 	}
 	c.Snapshot = true
-	c.Amount, c.Currency = pi.Amount, string(pi.Currency)
-	c.RawStatus = string(pi.Status)
-	st, ok := PaymentIntentState(string(pi.Status))
+	c.Amount, c.Currency = pi.Amount, pi.Currency
+	c.RawStatus = pi.Status
+	st, ok := PaymentIntentState(pi.Status)
 	c.State, c.Unknown = st, !ok
 	return c
 }
@@ -170,14 +161,14 @@ func piChange(base reconcile.Change, pi *stripego.PaymentIntent) reconcile.Chang
 // chargeChange maps a charge snapshot. An uncaptured charge marked refunded
 // is the hold released by canceling an authorisation: that payment is
 // canceled by its payment_intent.canceled event, not refunded (ok=false).
-func chargeChange(base reconcile.Change, ch *stripego.Charge, apiVersion string) (reconcile.Change, bool) {
+func chargeChange(base reconcile.Change, ch *leanCharge, apiVersion string) (reconcile.Change, bool) {
 	c := base
-	c.ProviderID = piID(ch.PaymentIntent)
+	c.ProviderID = string(ch.PaymentIntent)
 	if c.ProviderID == "" || !ch.Captured {
 		return c, false
 	}
-	c.Amount, c.Currency = ch.Amount, string(ch.Currency)
-	c.AmountRefunded = CapturedRefunds(ch, apiVersion)
+	c.Amount, c.Currency = ch.Amount, ch.Currency
+	c.AmountRefunded = capturedRefunds(ch, apiVersion)
 	c.AmountCaptured = partialCapture(ch)
 	// The charge is the provider's view of the payment's refunds at the
 	// event's time (DESIGN section 2, the local-ahead rule).
@@ -217,8 +208,8 @@ func (p *Provider) payoutChanges(ctx context.Context, account string, base recon
 		// payout: a current view of its refunds.
 		if bt.Source.Captured {
 			c.View, c.ViewCurrent = true, true
-			c.Refunded, c.AmountRefunded = bt.Source.Refunded, CapturedRefunds(bt.Source.leanCharge.typed(), stripego.APIVersion)
-			c.AmountCaptured = partialCapture(bt.Source.leanCharge.typed())
+			c.Refunded, c.AmountRefunded = bt.Source.Refunded, capturedRefunds(&bt.Source.leanCharge, stripego.APIVersion)
+			c.AmountCaptured = partialCapture(&bt.Source.leanCharge)
 		}
 		out = append(out, c)
 	}
@@ -257,13 +248,16 @@ func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile
 		return []reconcile.Change{c}
 	}
 	out := []reconcile.Change{mk(st, when)}
-	if st == models.StateCaptured && ch != nil && ch.Captured {
-		// The re-fetched charge is the provider's current view of refunds.
-		out[0].View, out[0].ViewCurrent, out[0].Refunded = true, true, ch.Refunded
-		out[0].AmountRefunded = CapturedRefunds(ch, stripego.APIVersion)
-		out[0].AmountCaptured = partialCapture(ch)
+	if st != models.StateCaptured || ch == nil || !ch.Captured {
+		return out
 	}
-	if st == models.StateCaptured && ch != nil && ch.Captured && CapturedRefunds(ch, stripego.APIVersion) > 0 {
+	// The re-fetched charge is the provider's current view of refunds.
+	lc := chargeOf(ch)
+	refunded := capturedRefunds(&lc, stripego.APIVersion)
+	out[0].View, out[0].ViewCurrent, out[0].Refunded = true, true, ch.Refunded
+	out[0].AmountRefunded = refunded
+	out[0].AmountCaptured = partialCapture(&lc)
+	if refunded > 0 && ch.Refunded {
 		rt := when
 		if ch.Refunds != nil {
 			for _, r := range ch.Refunds.Data {
@@ -272,12 +266,10 @@ func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile
 				}
 			}
 		}
-		if ch.Refunded {
-			c := mk(models.StateRefunded, rt)
-			c.AmountRefunded = CapturedRefunds(ch, stripego.APIVersion)
-			c.View, c.ViewCurrent, c.Refunded = true, true, true
-			out = append(out, c)
-		}
+		c := mk(models.StateRefunded, rt)
+		c.AmountRefunded = refunded
+		c.View, c.ViewCurrent, c.Refunded = true, true, true
+		out = append(out, c)
 	}
 	return out
 }
@@ -286,12 +278,12 @@ func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile
 // refunds the uncaptured remainder (docs/providers/stripe.md).
 const basil = "2025-03-31"
 
-// CapturedRefunds is the part of a charge's amount_refunded that refunds
+// capturedRefunds is the part of a charge's amount_refunded that refunds
 // captured money. Up to API version 2025-03-31.basil, capturing less than
 // the authorised amount refunds the remainder and counts it in
 // amount_refunded; that release is not a refund (DESIGN section 2). Objects
 // rendered in a later version no longer count it.
-func CapturedRefunds(ch *stripego.Charge, apiVersion string) int64 {
+func capturedRefunds(ch *leanCharge, apiVersion string) int64 {
 	r := ch.AmountRefunded
 	if p := partialCapture(ch); p > 0 && (apiVersion == "" || apiVersion < basil) {
 		r -= ch.Amount - p
@@ -301,7 +293,7 @@ func CapturedRefunds(ch *stripego.Charge, apiVersion string) int64 {
 
 // partialCapture is the captured amount of a charge that captured less than
 // its amount, else 0.
-func partialCapture(ch *stripego.Charge) int64 {
+func partialCapture(ch *leanCharge) int64 {
 	if ch.Captured && ch.AmountCaptured > 0 && ch.AmountCaptured < ch.Amount {
 		return ch.AmountCaptured
 	}
