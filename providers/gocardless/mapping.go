@@ -2,7 +2,6 @@ package gocardless
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 
@@ -257,6 +256,6 @@ func fetchedChangeAfter(pm Payment, raw json.RawMessage, lastFailed *Event) reco
 		c.State = models.StateRefunded
 	}
 	c.EventType = "reconciler.payment." + string(c.State)
-	c.EventID = fmt.Sprintf("recon:%s:%s:%d", pm.ID, c.State, c.At.Unix())
+	c.EventID = reconcile.SyntheticEventID(pm.ID, c.State, c.At)
 	return c
 }

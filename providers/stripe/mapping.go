@@ -238,7 +238,7 @@ func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile
 			Amount: pi.Amount, Currency: string(pi.Currency), RawStatus: string(pi.Status),
 			EventType: "reconciler.payment_intent." + string(s), Inferred: true, Payload: raw,
 		}
-		c.EventID = DeterministicEventID(pi.ID, s, t)
+		c.EventID = reconcile.SyntheticEventID(pi.ID, s, t)
 		return c
 	}
 	if !ok {
@@ -300,8 +300,9 @@ func partialCapture(ch *leanCharge) int64 {
 	return 0
 }
 
-// DeterministicEventID is the id of a change found without an event (DESIGN
-// section 5), stable across reruns.
+// DeterministicEventID is reconcile.SyntheticEventID, the id of a change
+// found without an event (DESIGN section 5), stable across reruns; new code
+// calls reconcile.SyntheticEventID.
 func DeterministicEventID(providerID string, s models.State, t time.Time) string {
-	return fmt.Sprintf("recon:%s:%s:%d", providerID, s, t.Unix())
+	return reconcile.SyntheticEventID(providerID, s, t)
 }

@@ -214,7 +214,7 @@ func TestFetchInfersTimesAndIDs(t *testing.T) {
 	byID := map[string][]reconcile.Change{}
 	for _, c := range cs {
 		require.True(t, c.Inferred)
-		require.Equal(t, stripe.DeterministicEventID(c.ProviderID, c.State, c.At), c.EventID)
+		require.Equal(t, reconcile.SyntheticEventID(c.ProviderID, c.State, c.At), c.EventID)
 		byID[c.ProviderID] = append(byID[c.ProviderID], c)
 	}
 	require.Len(t, byID[canceled], 1)
