@@ -60,7 +60,11 @@ type Provider struct {
 	log       *slog.Logger
 }
 
-var _ reconcile.Provider = (*Provider)(nil)
+var (
+	_ reconcile.Provider      = (*Provider)(nil)
+	_ reconcile.ModeReporter  = (*Provider)(nil)
+	_ reconcile.StatusCounter = (*Provider)(nil)
+)
 
 // New returns a provider. It makes no request.
 func New(cfg Config) (*Provider, error) {
