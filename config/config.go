@@ -15,6 +15,10 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/reconciler/reconciler/providers/gocardless"
+	"github.com/reconciler/reconciler/providers/stripe"
+	"github.com/reconciler/reconciler/reconcile"
 )
 
 // Config is the whole configuration. Secrets are never read from the file:
@@ -177,21 +181,28 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// Default returns the configuration used when nothing is set.
+// Default returns the configuration used when nothing is set. The run's
+// and the providers' defaults are the engine's and the provider packages'
+// constants, so each is written once.
 func Default() Config {
 	return Config{
 		Database: Database{MaxOpenConns: 10, AutoMigrate: true, SQLitePath: "reconciler.db"},
 		Run: Run{
-			Window: Duration(24 * time.Hour), Overlap: Duration(time.Hour), BatchSize: 1000,
-			StuckAfter: Duration(72 * time.Hour), StuckLimit: 100, ShutdownGrace: Duration(25 * time.Second),
+			Window: Duration(reconcile.DefaultWindow), Overlap: Duration(reconcile.DefaultOverlap), BatchSize: reconcile.DefaultBatchSize,
+			StuckAfter: Duration(reconcile.DefaultStuckAfter), StuckLimit: reconcile.DefaultStuckLimit, ShutdownGrace: Duration(25 * time.Second),
 		},
 		Log:   Log{Level: "info", Format: "auto"},
 		Serve: Serve{Schedule: "30 2 * * *", TimeZone: "UTC", HTTPAddr: ":8080"},
-		Providers: Providers{Stripe: Stripe{
-			APIBase: "https://api.stripe.com", RequestsPerSecond: 20, MaxRetries: 8, Timeout: Duration(30 * time.Second),
-			Accounts: []string{""},
-		},
-			GoCardless: GoCardless{RequestsPerSecond: 10, MaxRetries: 8, Timeout: Duration(30 * time.Second), StuckAfterWorkingDays: 5},
+		Providers: Providers{
+			Stripe: Stripe{
+				APIBase: stripe.DefaultBaseURL, RequestsPerSecond: stripe.DefaultRequestsPerSecond, MaxRetries: stripe.DefaultMaxRetries,
+				Timeout: Duration(stripe.DefaultTimeout), Accounts: []string{""},
+			},
+			// APIBase stays empty: the provider picks live or sandbox from the token.
+			GoCardless: GoCardless{
+				RequestsPerSecond: gocardless.DefaultRequestsPerSecond, MaxRetries: gocardless.DefaultMaxRetries,
+				Timeout: Duration(gocardless.DefaultTimeout), StuckAfterWorkingDays: 5,
+			},
 		},
 	}
 }
@@ -344,7 +355,7 @@ func (c Config) Validate() error {
 		return &Error{Key: "run.overlap", Msg: "must not be negative", Hint: "e.g. 1h"}
 	}
 	if c.Run.BatchSize < 1 || c.Run.BatchSize > 100000 {
-		return &Error{Key: "run.batch_size", Msg: fmt.Sprintf("%d is out of range", c.Run.BatchSize), Hint: "use 1 to 100000; 1000 is a good default"}
+		return &Error{Key: "run.batch_size", Msg: fmt.Sprintf("%d is out of range", c.Run.BatchSize), Hint: fmt.Sprintf("use 1 to 100000; %d is a good default", reconcile.DefaultBatchSize)}
 	}
 	if c.Run.StuckAfter.D() <= 0 {
 		return &Error{Key: "run.stuck_after", Msg: "must be positive", Hint: "e.g. 72h"}

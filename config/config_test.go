@@ -505,3 +505,20 @@ func TestExpansionIsNotYAML(t *testing.T) {
 		}
 	}
 }
+
+// The defaults come from the engine's and the providers' constants; their
+// values are pinned here so that moving them never changes one.
+func TestDefaultValues(t *testing.T) {
+	c := Default()
+	assert.Equal(t, Run{Window: Duration(24 * time.Hour), Overlap: Duration(time.Hour), BatchSize: 1000,
+		StuckAfter: Duration(72 * time.Hour), StuckLimit: 100, ShutdownGrace: Duration(25 * time.Second)}, c.Run)
+	assert.Equal(t, Stripe{APIBase: "https://api.stripe.com", RequestsPerSecond: 20, MaxRetries: 8,
+		Timeout: Duration(30 * time.Second), Accounts: []string{""}}, c.Providers.Stripe)
+	assert.Equal(t, GoCardless{RequestsPerSecond: 10, MaxRetries: 8, Timeout: Duration(30 * time.Second),
+		StuckAfterWorkingDays: 5}, c.Providers.GoCardless)
+	assert.Equal(t, Database{MaxOpenConns: 10, AutoMigrate: true, SQLitePath: "reconciler.db"}, c.Database)
+	assert.Equal(t, Log{Level: "info", Format: "auto"}, c.Log)
+	assert.Equal(t, Serve{Schedule: "30 2 * * *", TimeZone: "UTC", HTTPAddr: ":8080"}, c.Serve)
+	assert.Zero(t, c.Metrics)
+	assert.Zero(t, c.Notify)
+}

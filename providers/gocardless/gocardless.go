@@ -34,14 +34,28 @@ const (
 	SandboxURL = "https://api-sandbox.gocardless.com"
 )
 
+// The defaults: New applies DefaultTimeout to a zero field, and LiveURL or
+// SandboxURL (from the token) to an empty base URL. DefaultRequestsPerSecond
+// and DefaultMaxRetries are the configuration's (config.Default); in Config
+// a zero still means unpaced and never retried.
+const (
+	// DefaultRequestsPerSecond stays below GoCardless's limit of 1000
+	// requests a minute per token.
+	DefaultRequestsPerSecond = 10
+	// DefaultMaxRetries is how often one request is retried on 429 or 5xx.
+	DefaultMaxRetries = 8
+	// DefaultTimeout bounds one HTTP request.
+	DefaultTimeout = 30 * time.Second
+)
+
 // Config configures the GoCardless provider.
 type Config struct {
-	AccessToken       string // GOCARDLESS_ACCESS_TOKEN; never logged
-	BaseURL           string // GOCARDLESS_API_BASE; default from the token (sandbox_… → sandbox)
-	RequestsPerSecond float64
-	MaxRetries        int
-	Timeout           time.Duration
-	PageSize          int // events per list request, at most 500
+	AccessToken       string        // GOCARDLESS_ACCESS_TOKEN; never logged
+	BaseURL           string        // GOCARDLESS_API_BASE; default from the token (sandbox_… → sandbox)
+	RequestsPerSecond float64       // pacing budget; 0 = unpaced (config: DefaultRequestsPerSecond)
+	MaxRetries        int           // retries of one request on 429/5xx; 0 = none (config: DefaultMaxRetries)
+	Timeout           time.Duration // per HTTP request; DefaultTimeout when 0
+	PageSize          int           // events per list request, at most 500
 	// Retention is how long the event log is kept; 0 when unknown, so no
 	// window is clamped.
 	Retention time.Duration
@@ -81,7 +95,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.PageSize = 500
 	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = 30 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

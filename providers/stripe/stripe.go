@@ -28,8 +28,21 @@ const maxChangesPerPage = 1000
 // EventRetention is how long Stripe's event log keeps events.
 const EventRetention = 30 * 24 * time.Hour
 
-// DefaultBaseURL is Stripe's API.
-const DefaultBaseURL = "https://api.stripe.com"
+// The defaults: New applies DefaultBaseURL and DefaultTimeout to a zero
+// field. DefaultRequestsPerSecond and DefaultMaxRetries are the
+// configuration's (config.Default); in Config a zero still means unpaced
+// and never retried.
+const (
+	// DefaultBaseURL is Stripe's API.
+	DefaultBaseURL = "https://api.stripe.com"
+	// DefaultRequestsPerSecond stays below Stripe's test-mode read limit
+	// (about 25 a second; about 100 live).
+	DefaultRequestsPerSecond = 20
+	// DefaultMaxRetries is how often one request is retried on 429 or 5xx.
+	DefaultMaxRetries = 8
+	// DefaultTimeout bounds one HTTP request.
+	DefaultTimeout = 30 * time.Second
+)
 
 // EventTypes are the event types the mapping reads: at most 20, so one
 // request covers them (DESIGN section 3).
@@ -55,9 +68,9 @@ var EventTypes = []string{
 type Config struct {
 	APIKey            string        // secret or restricted key; never logged
 	BaseURL           string        // DefaultBaseURL when empty; STRIPE_API_BASE
-	RequestsPerSecond float64       // pacing budget; Stripe allows ~100 live, 25 test
-	MaxRetries        int           // retries of one request on 429/5xx
-	Timeout           time.Duration // per HTTP request
+	RequestsPerSecond float64       // pacing budget; 0 = unpaced (config: DefaultRequestsPerSecond)
+	MaxRetries        int           // retries of one request on 429/5xx; 0 = none (config: DefaultMaxRetries)
+	Timeout           time.Duration // per HTTP request; DefaultTimeout when 0
 	PageSize          int64         // events per list request, at most 100
 	Logger            *slog.Logger
 	// Sleep and Now are injected into the transport by tests.
@@ -98,7 +111,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.PageSize = 100
 	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = 30 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
