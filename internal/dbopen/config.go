@@ -1,0 +1,85 @@
+package dbopen
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Params say which database Open opens (config.Database's values: this
+// package sits below config, which must not be imported here).
+type Params struct {
+	// URL is a PostgreSQL URL or DSN; "" means no database is configured.
+	URL string
+	// SQLitePath is the embedded store's file, opened when URL is "".
+	SQLitePath string
+	// MaxOpenConns bounds the PostgreSQL pool.
+	MaxOpenConns int
+	// Log, when set, is told that the embedded store is in use.
+	Log *slog.Logger
+}
+
+// Open connects to PostgreSQL at p.URL and pings it, or, when no database is
+// configured, opens the embedded SQLite file at p.SQLitePath (and says so).
+// The URL is never in an error: it may hold a password.
+func Open(ctx context.Context, p Params) (*gorm.DB, error) {
+	if p.URL == "" {
+		if p.Log != nil {
+			p.Log.Info("no DATABASE_URL: using the embedded SQLite store (one machine only; PostgreSQL is the production store)", "path", p.SQLitePath)
+		}
+		db, err := SQLite(p.SQLitePath)
+		if err != nil {
+			return nil, err
+		}
+		if err := db.WithContext(ctx).Exec(`SELECT 1`).Error; err != nil {
+			return nil, fmt.Errorf("open the embedded store %s: %w", p.SQLitePath, err)
+		}
+		return db, nil
+	}
+	redacted := func(err error) error {
+		return fmt.Errorf("connect to the database: %s", strings.ReplaceAll(err.Error(), p.URL, "[DATABASE_URL]"))
+	}
+	db, err := Postgres(p.URL)
+	if err != nil {
+		return nil, redacted(err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	sqlDB.SetMaxOpenConns(p.MaxOpenConns)
+	// A connection keeps buffers as large as the largest batch it carried:
+	// few idle connections, closed soon, keep the process's memory flat.
+	sqlDB.SetMaxIdleConns(2)
+	sqlDB.SetConnMaxIdleTime(30 * time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := sqlDB.PingContext(pctx); err != nil {
+		return nil, redacted(err)
+	}
+	return db, nil
+}
+
+// RoomForRuns makes room in db's pool for n runs at once. A PostgreSQL run
+// holds one connection for its advisory lock and needs another to write, so
+// a pool of configured connections no larger than the number of runs could
+// deadlock: it is raised to 2n. The embedded store's lock is a row, and its
+// pool stays as SQLite opened it. It returns the pool's new size, 0 when it
+// did not change.
+func RoomForRuns(db *gorm.DB, configured, n int) int {
+	need := 2 * n
+	if n < 2 || db.Dialector.Name() == "sqlite" || configured >= need {
+		return 0
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return 0
+	}
+	sqlDB.SetMaxOpenConns(need)
+	sqlDB.SetMaxIdleConns(need)
+	return need
+}
