@@ -37,6 +37,11 @@ func translate(err error) error {
 	return err
 }
 
+// IsConflict reports whether err is a deadlock or a serialization failure,
+// what InTx retries: for code that runs its own transactions on the same
+// database (the simulator of the application's webhook worker).
+func IsConflict(err error) bool { return errors.Is(translate(err), store.ErrConflict) }
+
 // Dialect implements store.Store.
 func (s *Store) Dialect() string { return "postgres" }
 

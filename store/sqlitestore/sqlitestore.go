@@ -63,8 +63,11 @@ func (s *Store) PaymentsInWindow(ctx context.Context, q store.PaymentQuery) ([]m
 func sqlTime(expr string) string { return `strftime('%Y-%m-%d %H:%M:%f+00:00', ` + expr + `)` }
 
 // now is the stamp of a statement: the clock's time when stubbed, else
-// SQLite's.
-const now = `coalesce(` + `strftime('%Y-%m-%d %H:%M:%f+00:00', ?)` + `, CURRENT_TIMESTAMP)`
+// SQLite's. Fix (found by store/storetest): the wall-clock branch was
+// CURRENT_TIMESTAMP, whole seconds in another text form than every other
+// stored time; it is SQLite's now in the normalised form, to the
+// millisecond, like a stubbed stamp.
+const now = `coalesce(` + `strftime('%Y-%m-%d %H:%M:%f+00:00', ?)` + `, strftime('%Y-%m-%d %H:%M:%f+00:00', 'now'))`
 
 // lock is a row in run_locks naming the holder's host and pid.
 type lock struct {

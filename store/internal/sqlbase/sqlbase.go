@@ -191,6 +191,12 @@ func StepsJSON(steps []store.Step) (string, error) {
 	rows := make([]row, len(steps))
 	for i, s := range steps {
 		rows[i] = row{ProviderID: s.ProviderID, To: string(s.To), Preds: predsCSV(s.To), At: s.At, Refund: s.Refund}
+		// Fix (found by store/storetest): a move to canceled never raises
+		// amount_refunded, as in the published guard (guard.Advance) and
+		// RaiseRefunds; a released authorisation is not a refund.
+		if s.To == models.StateCanceled {
+			rows[i].Refund = 0
+		}
 	}
 	return JSON(rows)
 }
@@ -262,7 +268,7 @@ func (c *Conn) AddCounts(runID int64, p store.Progress) error {
 	var cur *string
 	var at *time.Time
 	if p.Cursor != "" {
-		cur, at = &p.Cursor, &p.CursorAt
+		cur, at = &p.Cursor, utcPtr(&p.CursorAt)
 	}
 	return c.Exec(`UPDATE reconciliation_runs SET
 		examined = ?, in_sync = ?, repaired = repaired + ?, refused = refused + ?,
@@ -277,11 +283,28 @@ func (c *Conn) AddCounts(runID int64, p store.Progress) error {
 
 func (b *Base) db(ctx context.Context) *gorm.DB { return b.DB.WithContext(ctx) }
 
+// utcPtr is *t in UTC. The run record writes its times in UTC. Fix (found
+// by store/storetest): the embedded store keeps a time as the text the
+// driver formats in the time's own zone, so runs written with times in other
+// zones (clock.System is local time) sorted by their text, not their
+// instant, in FindRuns.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
 // CreateRun implements store.RunRecord.
 func (b *Base) CreateRun(ctx context.Context, r *models.Run) error {
-	if err := b.db(ctx).Create(r).Error; err != nil {
+	row := *r
+	row.WindowStart, row.WindowEnd, row.StartedAt = r.WindowStart.UTC(), r.WindowEnd.UTC(), r.StartedAt.UTC()
+	row.FinishedAt, row.ProgressAt = utcPtr(r.FinishedAt), utcPtr(r.ProgressAt)
+	if err := b.db(ctx).Create(&row).Error; err != nil {
 		return fmt.Errorf("record run: %w", b.Translate(err))
 	}
+	r.ID = row.ID
 	return nil
 }
 
@@ -289,7 +312,7 @@ func (b *Base) CreateRun(ctx context.Context, r *models.Run) error {
 func (b *Base) InterruptOthers(ctx context.Context, provider, account string, runID int64, at time.Time, msg string) (int64, error) {
 	res := b.db(ctx).Model(&models.Run{}).
 		Where("provider = ? AND account = ? AND status = ? AND id <> ?", provider, account, models.RunRunning, runID).
-		Updates(map[string]any{"status": models.RunInterrupted, "finished_at": at, "error": msg})
+		Updates(map[string]any{"status": models.RunInterrupted, "finished_at": at.UTC(), "error": msg})
 	if res.Error != nil {
 		return 0, fmt.Errorf("mark dead runs interrupted: %w", b.Translate(res.Error))
 	}
@@ -299,7 +322,7 @@ func (b *Base) InterruptOthers(ctx context.Context, provider, account string, ru
 // FinishRun implements store.RunRecord.
 func (b *Base) FinishRun(ctx context.Context, r models.Run) error {
 	if err := b.db(ctx).Model(&models.Run{}).Where("id = ?", r.ID).Updates(map[string]any{
-		"status": r.Status, "finished_at": r.FinishedAt, "error": r.Error, "api_requests": r.APIRequests,
+		"status": r.Status, "finished_at": utcPtr(r.FinishedAt), "error": r.Error, "api_requests": r.APIRequests,
 	}).Error; err != nil {
 		return fmt.Errorf("record run end: %w", b.Translate(err))
 	}
@@ -351,7 +374,14 @@ func (b *Base) FindRuns(ctx context.Context, q store.RunQuery) ([]models.Run, er
 	if q.Ascending {
 		dir = ""
 	}
-	db = db.Order(order + dir)
+	if order == store.OrderFinished {
+		// Fix (found by store/storetest): runs not finished come last
+		// whichever the direction. PostgreSQL sorts NULL first descending
+		// and SQLite first ascending, so the two dialects disagreed.
+		db = db.Order(order + dir + " NULLS LAST")
+	} else {
+		db = db.Order(order + dir)
+	}
 	if order != store.OrderID {
 		db = db.Order("id" + dir)
 	}
