@@ -51,6 +51,7 @@ type Store interface {
 
 	RunRecord
 	Reads
+	Notifications
 }
 
 // Lock is a held run lock.
