@@ -1,0 +1,176 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/clock"
+	"github.com/reconciler/reconciler/internal/pgtest"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
+	"github.com/reconciler/reconciler/store/pgstore"
+	"github.com/reconciler/reconciler/store/storetest"
+)
+
+// open returns a store on a fresh schema of its own.
+func open(t *testing.T) store.Store { return pgstore.New(pgtest.New(t).DB, nil) }
+
+func dbOf(s store.Store) *gorm.DB { return s.(*pgstore.Store).DB }
+
+func TestStoreSuite(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, open, storetest.Options{
+		DB:        dbOf,
+		WithClock: func(s store.Store, c clock.Clock) store.Store { return pgstore.New(dbOf(s), c) },
+		Precision: time.Microsecond,
+	})
+}
+
+// PostgreSQL's own behaviour: a real deadlock retried by InTx, the error
+// translation, and advisory locks that die with their session and are
+// scoped to a schema.
+
+func TestDeadlockIsRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	st := pgstore.New(db.DB, nil)
+	at := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	require.NoError(t, st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.InsertPayments(ctx, "stripe", "", []store.NewPayment{
+			{ProviderID: "pi_a", State: models.StateCaptured, At: at, Amount: 1000, Currency: "gbp"},
+			{ProviderID: "pi_b", State: models.StateCaptured, At: at, Amount: 1000, Currency: "gbp"},
+		})
+		return err
+	}))
+
+	// Each transaction raises one row, waits until the other has raised
+	// the other row, then raises the other's: a lock cycle PostgreSQL
+	// breaks by aborting one of them (40P01), which InTx runs again.
+	aHolds, bHolds := make(chan struct{}), make(chan struct{})
+	var attempts atomic.Int32
+	var mu sync.Mutex
+	var aborted []error
+	raise := func(first, second string, amount int64, mine, theirs chan struct{}) error {
+		n := 0
+		return st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			n++
+			attempts.Add(1)
+			if err := tx.RaiseRefunds(ctx, "stripe", []store.Refund{{ProviderID: first, Amount: amount}}); err != nil {
+				return err
+			}
+			if n == 1 {
+				close(mine)
+				<-theirs
+			}
+			err := tx.RaiseRefunds(ctx, "stripe", []store.Refund{{ProviderID: second, Amount: amount}})
+			if err != nil {
+				mu.Lock()
+				aborted = append(aborted, err)
+				mu.Unlock()
+			}
+			return err
+		})
+	}
+	var wg sync.WaitGroup
+	var errA, errB error
+	wg.Add(2)
+	go func() { defer wg.Done(); errA = raise("pi_a", "pi_b", 100, aHolds, bHolds) }()
+	go func() { defer wg.Done(); errB = raise("pi_b", "pi_a", 200, bHolds, aHolds) }()
+	wg.Wait()
+	require.NoError(t, errA)
+	require.NoError(t, errB)
+	require.Equal(t, int32(3), attempts.Load(), "one of the two ran again")
+	require.Len(t, aborted, 1)
+	require.True(t, pgstore.IsConflict(aborted[0]), "%v", aborted[0])
+	var pg *pgconn.PgError
+	require.ErrorAs(t, aborted[0], &pg)
+	require.Equal(t, "40P01", pg.Code, "a deadlock")
+
+	// Whichever was aborted, the 200s won: a raise never lowers.
+	var got []store.Payment
+	require.NoError(t, st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		got, err = tx.LoadPayments(ctx, "stripe", []string{"pi_a", "pi_b"})
+		return err
+	}))
+	require.Len(t, got, 2)
+	require.Equal(t, []int64{200, 200}, []int64{got[0].AmountRefunded, got[1].AmountRefunded})
+}
+
+func TestIsConflict(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "40P01"}, true},                          // deadlock_detected
+		{&pgconn.PgError{Code: "40001"}, true},                          // serialization_failure
+		{fmt.Errorf("apply: %w", &pgconn.PgError{Code: "40001"}), true}, // wrapped
+		{fmt.Errorf("again: %w", store.ErrConflict), true},              // already translated
+		{&pgconn.PgError{Code: "23505"}, false},                         // unique_violation
+		{&pgconn.PgError{Code: "57014"}, false},                         // query_canceled
+		{errors.New("40P01"), false},
+		{context.Canceled, false},
+		{nil, false},
+	} {
+		require.Equal(t, c.want, pgstore.IsConflict(c.err), "%v", c.err)
+	}
+}
+
+// advisoryHolder is the backend holding the store's run lock key in
+// schema, or 0.
+func advisoryHolder(t *testing.T, db *pgtest.DB, key string) int64 {
+	t.Helper()
+	var pid int64
+	require.NoError(t, db.Raw(`SELECT coalesce(max(pid), 0) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 1
+		  AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(? || '/reconciler/' || ?, 0)`, db.Schema, key).Scan(&pid).Error)
+	return pid
+}
+
+func TestLockDiesWithItsSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	st := pgstore.New(db.DB, nil)
+	l, err := st.TryLock(ctx, "stripe/")
+	require.NoError(t, err)
+	pid := advisoryHolder(t, db, "stripe/")
+	require.NotZero(t, pid, "the lock is a session advisory lock")
+	_, err = st.TryLock(ctx, "stripe/")
+	require.ErrorIs(t, err, store.ErrLocked)
+
+	// The holder's session dies (its process was killed): the server
+	// releases the lock.
+	require.NoError(t, db.Exec(`SELECT pg_terminate_backend(?)`, pid).Error)
+	require.Eventually(t, func() bool { return advisoryHolder(t, db, "stripe/") == 0 }, 10*time.Second, 10*time.Millisecond)
+	l2, err := st.TryLock(ctx, "stripe/")
+	require.NoError(t, err)
+	require.NoError(t, l2.Release(ctx))
+	_ = l.Release(ctx) // its connection is gone; releasing it is harmless
+	l3, err := st.TryLock(ctx, "stripe/")
+	require.NoError(t, err)
+	require.NoError(t, l3.Release(ctx))
+}
+
+func TestLocksOfSchemasAreApart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b := pgstore.New(pgtest.New(t).DB, nil), pgstore.New(pgtest.New(t).DB, nil)
+	la, err := a.TryLock(ctx, "stripe/")
+	require.NoError(t, err)
+	lb, err := b.TryLock(ctx, "stripe/")
+	require.NoError(t, err, "a deployment in another schema of the same database does not block this one")
+	require.NoError(t, la.Release(ctx))
+	require.NoError(t, lb.Release(ctx))
+}
