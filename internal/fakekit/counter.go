@@ -1,4 +1,8 @@
-// Package fakekit holds what the project's fake provider servers share.
+// Package fakekit holds what the project's fake provider servers share:
+// serving on loopback, fault injection, request counting, the (created,
+// index) order of their collections, the facts' state codes and the
+// realistic customers they render. Each fake keeps its provider's wire
+// format (ids, JSON, errors, paging) to itself.
 package fakekit
 
 import (

@@ -3,6 +3,7 @@ package gcfake
 import (
 	"time"
 
+	"github.com/reconciler/reconciler/internal/fakekit"
 	"github.com/reconciler/reconciler/models"
 )
 
@@ -47,7 +48,7 @@ func (s *Server) fact(seq int32) Fact {
 		EventType:      s.eventType(e),
 		At:             msTime(e.created),
 		PaymentID:      s.ids.id(kPayment, int(pm)),
-		State:          stateOf(e.state),
+		State:          fakekit.StateOf(e.state),
 		AmountRefunded: s.eventRefunded(e),
 		Amount:         p.amount,
 		Currency:       lowerASCII(s.currencies[p.currency]),
@@ -61,7 +62,7 @@ func (s *Server) Deliveries() []Delivery {
 	s.rlock()
 	defer s.mu.RUnlock()
 	out := make([]Delivery, 0, len(s.events))
-	for _, seq := range s.eventOrder.idx {
+	for _, seq := range s.eventOrder.Idx {
 		e := &s.events[seq]
 		out = append(out, Delivery{
 			EventID:   s.ids.id(kEvent, int(seq)),
@@ -103,13 +104,13 @@ func (s *Server) ExpectedAt(t time.Time) map[string]Expected {
 	for i, c := range s.currencies {
 		lower[i] = lowerASCII(c)
 	}
-	for _, seq := range s.eventOrder.idx {
+	for _, seq := range s.eventOrder.Idx {
 		e := &s.events[seq]
 		if e.created > limit {
 			break
 		}
 		c := &cur[s.eventPM(e)]
-		if to := stateOf(e.state); to != models.StateNone {
+		if to := fakekit.StateOf(e.state); to != models.StateNone {
 			at := msTime(e.created)
 			if c.state == models.StateNone || models.Guard(c.state, &c.at, to, at) {
 				c.state, c.at = to, at

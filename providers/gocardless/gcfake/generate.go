@@ -56,9 +56,9 @@ func (s *Server) Generate(o GenOptions) {
 	n := o.Payments
 	s.pms = slices.Grow(s.pms, n)
 	s.events = slices.Grow(s.events, n*43/10)
-	s.eventOrder.idx = slices.Grow(s.eventOrder.idx, n*43/10)
-	s.typeOrder[rtPayments].idx = slices.Grow(s.typeOrder[rtPayments].idx, n*42/10)
-	s.pmOrder.idx = slices.Grow(s.pmOrder.idx, n)
+	s.eventOrder.Idx = slices.Grow(s.eventOrder.Idx, n*43/10)
+	s.typeOrder[rtPayments].Idx = slices.Grow(s.typeOrder[rtPayments].Idx, n*42/10)
+	s.pmOrder.Idx = slices.Grow(s.pmOrder.Idx, n)
 	gbp := s.currencyCode("GBP")
 
 	const hour = int64(time.Hour / time.Millisecond)

@@ -1,5 +1,7 @@
 package gcfake
 
+import "github.com/reconciler/reconciler/internal/fakekit"
+
 // GoCardless-like identifiers: a two-letter prefix and 12 upper-case
 // alphanumerics. The first seven characters are the object's creation
 // counter plus a per-seed, per-kind offset in base 36, so ids of one kind
@@ -34,13 +36,6 @@ const (
 	offsetRange = 2176782336
 )
 
-func splitmix64(x uint64) uint64 {
-	x += 0x9E3779B97F4A7C15
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EB
-	return x ^ (x >> 31)
-}
-
 // idCodec generates and decodes the ids of one server.
 type idCodec struct {
 	key    uint64
@@ -48,9 +43,9 @@ type idCodec struct {
 }
 
 func newIDCodec(seed int64) idCodec {
-	c := idCodec{key: splitmix64(uint64(seed) ^ 0x6C0C_A4D1_E55F_A4E0)}
+	c := idCodec{key: fakekit.SplitMix64(uint64(seed) ^ 0x6C0C_A4D1_E55F_A4E0)}
 	for k := kind(0); k < kindCount; k++ {
-		c.offset[k] = splitmix64(c.key^(uint64(k)+1)*0xA24BAED4963EE407) % offsetRange
+		c.offset[k] = fakekit.SplitMix64(c.key^(uint64(k)+1)*0xA24BAED4963EE407) % offsetRange
 	}
 	return c
 }
@@ -64,7 +59,7 @@ func (c *idCodec) appendID(b []byte, k kind, n int) []byte {
 		v /= 36
 	}
 	b = append(b, d[:]...)
-	h := splitmix64(c.key ^ uint64(k)<<56 ^ uint64(n))
+	h := fakekit.SplitMix64(c.key ^ uint64(k)<<56 ^ uint64(n))
 	for i := 0; i < hashLn; i++ {
 		b = append(b, base36[h%36])
 		h /= 36

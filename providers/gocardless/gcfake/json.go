@@ -1,9 +1,11 @@
 package gcfake
 
 import (
-	"github.com/reconciler/reconciler/internal/jsonw"
 	"strconv"
 	"time"
+
+	"github.com/reconciler/reconciler/internal/fakekit"
+	"github.com/reconciler/reconciler/internal/jsonw"
 )
 
 // Hand-written JSON appenders: objects are rendered straight into byte
@@ -149,8 +151,8 @@ var descriptions = []string{"Monthly membership", "Gym membership", "Broadband s
 
 func (s *Server) appendPayment(b []byte, pm int32) []byte {
 	p := &s.pms[pm]
-	h := splitmix64(s.ids.key ^ uint64(pm)*0x51AF)
-	name, email := personFor(h)
+	h := fakekit.SplitMix64(s.ids.key ^ uint64(pm)*0x51AF)
+	name, email := fakekit.Person(h)
 	b = append(b, '{')
 	b = s.appendIDField(b, "id", kPayment, pm)
 	b = appendTimeField(b, "created_at", p.created)
@@ -214,44 +216,4 @@ func (s *Server) appendPayout(b []byte, po int32) []byte {
 	b = s.appendIDField(b, "creditor", kCreditor, 0)
 	b = append(b, '}')
 	return append(b, '}')
-}
-
-// ---- people --------------------------------------------------------------
-
-var (
-	firstNames = []string{"Olivia", "Amelia", "Isla", "Ava", "Mia", "Ivy", "Lily", "Isabella", "Rosie", "Sophia",
-		"Oliver", "George", "Noah", "Arthur", "Harry", "Leo", "Muhammad", "Jack", "Charlie", "Oscar",
-		"Priya", "Aisha", "Chen", "Mateo", "Zofia", "Kwame", "Siobhan", "Ffion", "Hamish", "Ewan"}
-	lastNames = []string{"Smith", "Jones", "Williams", "Taylor", "Brown", "Davies", "Evans", "Wilson", "Thomas", "Johnson",
-		"Roberts", "Robinson", "Thompson", "Wright", "Walker", "White", "Edwards", "Hughes", "Green", "Hall",
-		"Patel", "Khan", "Nowak", "O'Brien", "MacDonald", "Okafor", "García", "Kowalski", "Murphy", "Lewis"}
-	emailDomains = []string{"example.com", "example.co.uk", "mail.example.org", "example.net"}
-)
-
-// personFor returns a deterministic, realistic customer name and e-mail (so
-// that tests can prove personal data never leaks into reports).
-func personFor(x uint64) (name, email string) {
-	f := firstNames[x%uint64(len(firstNames))]
-	x /= uint64(len(firstNames))
-	l := lastNames[x%uint64(len(lastNames))]
-	x /= uint64(len(lastNames))
-	d := emailDomains[x%uint64(len(emailDomains))]
-	x /= uint64(len(emailDomains))
-	local := make([]byte, 0, 40)
-	for _, part := range []string{f, ".", l} {
-		for _, r := range part {
-			switch {
-			case r >= 'A' && r <= 'Z':
-				local = append(local, byte(r+'a'-'A'))
-			case r >= 'a' && r <= 'z' || r == '.':
-				local = append(local, byte(r))
-			case r == 'í':
-				local = append(local, 'i')
-			}
-		}
-	}
-	local = strconv.AppendUint(local, x%1000, 10)
-	local = append(local, '@')
-	local = append(local, d...)
-	return f + " " + l, string(local)
 }

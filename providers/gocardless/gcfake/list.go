@@ -234,13 +234,13 @@ func listEvents(s *Server, id string, q url.Values) ([]byte, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	v := view{items: s.eventOrder.idx, createdOf: s.eventCreated}
+	v := view{items: s.eventOrder.Idx, createdOf: s.eventCreated}
 	switch rtype {
 	case "":
 	case "payments":
-		v.items = s.typeOrder[rtPayments].idx
+		v.items = s.typeOrder[rtPayments].Idx
 	case "refunds":
-		v.items = s.typeOrder[rtRefunds].idx
+		v.items = s.typeOrder[rtRefunds].Idx
 	default:
 		v.items = nil
 	}
@@ -327,7 +327,7 @@ func listPayments(s *Server, id string, q url.Values) ([]byte, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	v := view{items: s.pmOrder.idx, createdOf: s.pmCreated}
+	v := view{items: s.pmOrder.Idx, createdOf: s.pmCreated}
 	if st := q.Get("status"); st != "" {
 		want := map[uint16]bool{}
 		for _, x := range strings.Split(st, ",") {
@@ -373,7 +373,7 @@ func listRefunds(s *Server, id string, q url.Values) ([]byte, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	v := view{items: s.refundOrder.idx, createdOf: s.refundCreated}
+	v := view{items: s.refundOrder.Idx, createdOf: s.refundCreated}
 	if pmID := q.Get("payment"); pmID != "" {
 		pm := int32(s.ids.decode(kPayment, pmID, len(s.pms)))
 		v.match = func(i int32) bool { return s.refunds[i].pm == pm }

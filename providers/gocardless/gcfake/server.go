@@ -18,17 +18,16 @@
 package gcfake
 
 import (
-	"github.com/reconciler/reconciler/internal/fakekit"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/reconciler/reconciler/internal/fakekit"
 )
 
 // Options configures a Server.
@@ -50,25 +49,18 @@ type Server struct {
 	refunds     []refundObj
 	payouts     []payoutObj
 	events      []eventRec
-	eventOrder  order
-	typeOrder   [rtCount]order
-	pmOrder     order
-	refundOrder order
+	eventOrder  fakekit.Order
+	typeOrder   [rtCount]fakekit.Order
+	pmOrder     fakekit.Order
+	refundOrder fakekit.Order
 	statuses    []string
 	statusIdx   map[string]uint16
 	actions     []string
 	actionIdx   map[string]uint16
 	currencies  []string
 
-	ts *httptest.Server
-
-	faultMu    sync.Mutex
-	latency    time.Duration
-	failNext   int
-	failNextSt int
-	failRate   float64
-	failRateSt int
-	rng        *rand.Rand
+	http   fakekit.Loopback
+	faults *fakekit.Faults
 
 	rlMu      sync.Mutex
 	rlLimit   int
@@ -89,7 +81,7 @@ func New(opts Options) *Server {
 		ids:       newIDCodec(opts.Seed),
 		statusIdx: map[string]uint16{},
 		actionIdx: map[string]uint16{},
-		rng:       rand.New(rand.NewPCG(uint64(opts.Seed), 0x6C_FA4E_5EED)),
+		faults:    fakekit.NewFaults(rand.New(rand.NewPCG(uint64(opts.Seed), 0x6C_FA4E_5EED))),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -100,43 +92,16 @@ func New(opts Options) *Server {
 
 // Start serves the fake on 127.0.0.1 with a random port and returns its base
 // URL, e.g. "http://127.0.0.1:41234". Calling it again returns the same URL.
-func (s *Server) Start() string {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
-	if s.ts != nil {
-		return s.ts.URL
-	}
-	ts := httptest.NewUnstartedServer(s.Handler())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic("gcfake: listen: " + err.Error())
-	}
-	ts.Listener.Close()
-	ts.Listener = l
-	ts.Start()
-	s.ts = ts
-	return ts.URL
-}
+func (s *Server) Start() string { return s.http.Start("gcfake", s.Handler()) }
 
 // Close stops the HTTP server started by Start.
-func (s *Server) Close() {
-	s.faultMu.Lock()
-	ts := s.ts
-	s.faultMu.Unlock()
-	if ts != nil {
-		ts.Close()
-	}
-}
+func (s *Server) Close() { s.http.Close() }
 
 // Handler returns the fake's http.Handler.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
 // SetLatency delays every response by d.
-func (s *Server) SetLatency(d time.Duration) {
-	s.faultMu.Lock()
-	s.latency = d
-	s.faultMu.Unlock()
-}
+func (s *Server) SetLatency(d time.Duration) { s.faults.SetLatency(d) }
 
 // FailNext makes the next n requests that pass authentication and the
 // version check fail with status and GoCardless's error JSON (429: type
@@ -144,20 +109,12 @@ func (s *Server) SetLatency(d time.Duration) {
 // RateLimit-Reset the current window's end, or one to two seconds away
 // when no limit is set; 5xx: type gocardless, reason internal_server_error).
 // Requests refused by the rate limit do not consume it.
-func (s *Server) FailNext(status int, n int) {
-	s.faultMu.Lock()
-	s.failNext, s.failNextSt = n, status
-	s.faultMu.Unlock()
-}
+func (s *Server) FailNext(status int, n int) { s.faults.FailNext(status, n) }
 
 // SetFailureRate makes each request (past authentication and the version
 // check) fail with status with probability p, drawn from a PRNG seeded with
 // Options.Seed; p = 0 turns it off.
-func (s *Server) SetFailureRate(status int, p float64) {
-	s.faultMu.Lock()
-	s.failRate, s.failRateSt = p, status
-	s.faultMu.Unlock()
-}
+func (s *Server) SetFailureRate(status int, p float64) { s.faults.SetFailureRate(status, p) }
 
 // SetRateLimit enforces a fixed-window budget of limit requests per window,
 // on the Options.Now clock: a window opens at the first request after the
@@ -229,26 +186,6 @@ func setRateHeaders(h http.Header, limit, remaining int, reset time.Time) {
 	h.Set("RateLimit-Reset", r.UTC().Format(http.TimeFormat))
 }
 
-// fault decides whether this request gets an injected failure.
-func (s *Server) fault() int {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
-	if s.failNext > 0 {
-		s.failNext--
-		return s.failNextSt
-	}
-	if s.failRate > 0 && s.rng.Float64() < s.failRate {
-		return s.failRateSt
-	}
-	return 0
-}
-
-func (s *Server) getLatency() time.Duration {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
-	return s.latency
-}
-
 // handler serves one endpoint.
 type handler = func(s *Server, id string, q url.Values) ([]byte, *apiError)
 
@@ -300,14 +237,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) respond(rt route, r *http.Request, h http.Header, reqID string) (int, []byte) {
-	if d := s.getLatency(); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-		}
-	}
+	fakekit.Wait(r.Context(), s.faults.Latency())
 	fail := func(e *apiError) (int, []byte) { return e.status, errorJSON(e, reqID) }
 	if e := checkAuth(r.Header.Get("Authorization")); e != nil {
 		s.peekHeaders(h)
@@ -322,7 +252,7 @@ func (s *Server) respond(rt route, r *http.Request, h http.Header, reqID string)
 		setRateHeaders(h, limit, 0, reset)
 		return fail(rateLimited())
 	}
-	if st := s.fault(); st != 0 {
+	if st := s.faults.Fail(); st != 0 {
 		if st == http.StatusTooManyRequests {
 			if s.noLimit() {
 				reset = s.now().Add(time.Second)

@@ -2,10 +2,10 @@ package gcfake
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 	"time"
 
+	"github.com/reconciler/reconciler/internal/fakekit"
 	"github.com/reconciler/reconciler/models"
 )
 
@@ -79,79 +79,6 @@ func (e *eventRec) rtype() uint8    { return e.flags & 3 }
 func (e *eventRec) variant() uint8  { return e.flags >> 2 & 7 }
 func (e *eventRec) willRetry() bool { return e.flags&flagWillRetry != 0 }
 
-func stateCode(s models.State) uint8 {
-	if s == models.StateNone {
-		return 0
-	}
-	for i, v := range models.States {
-		if v == s {
-			return uint8(i + 1)
-		}
-	}
-	panic(fmt.Sprintf("gcfake: unknown state %q", s))
-}
-
-func stateOf(c uint8) models.State {
-	if c == 0 {
-		return models.StateNone
-	}
-	return models.States[c-1]
-}
-
-// order keeps the indices of one collection sorted by (created, index),
-// sorting lazily only after an out-of-order append.
-type order struct {
-	idx   []int32
-	dirty bool
-}
-
-func (o *order) add(i int32, created int64, createdOf func(int32) int64) {
-	if !o.dirty && len(o.idx) > 0 && createdOf(o.idx[len(o.idx)-1]) > created {
-		o.dirty = true
-	}
-	o.idx = append(o.idx, i)
-}
-
-// fix sorts the indices when needed: keys (created - min, index) packed into
-// one uint64 when they fit (a plain integer sort, fast at millions), else a
-// comparison sort.
-func (o *order) fix(createdOf func(int32) int64) {
-	if !o.dirty {
-		return
-	}
-	o.dirty = false
-	lo, hi := createdOf(o.idx[0]), createdOf(o.idx[0])
-	var maxIdx int32
-	for _, i := range o.idx {
-		c := createdOf(i)
-		lo, hi = min(lo, c), max(hi, c)
-		maxIdx = max(maxIdx, i)
-	}
-	idxBits := bits.Len32(uint32(maxIdx))
-	if hi-lo >= 0 && bits.Len64(uint64(hi-lo))+idxBits <= 64 {
-		keys := make([]uint64, len(o.idx))
-		for k, i := range o.idx {
-			keys[k] = uint64(createdOf(i)-lo)<<idxBits | uint64(i)
-		}
-		slices.Sort(keys)
-		mask := uint64(1)<<idxBits - 1
-		for k, key := range keys {
-			o.idx[k] = int32(key & mask)
-		}
-		return
-	}
-	slices.SortFunc(o.idx, func(x, y int32) int {
-		cx, cy := createdOf(x), createdOf(y)
-		switch {
-		case cx < cy:
-			return -1
-		case cx > cy:
-			return 1
-		}
-		return int(x) - int(y)
-	})
-}
-
 // ---- store ---------------------------------------------------------------
 
 func (s *Server) pmCreated(i int32) int64     { return s.pms[i].created }
@@ -159,17 +86,17 @@ func (s *Server) refundCreated(i int32) int64 { return s.refunds[i].created }
 func (s *Server) eventCreated(i int32) int64  { return s.events[i].created }
 
 func (s *Server) dirty() bool {
-	return s.eventOrder.dirty || s.typeOrder[rtPayments].dirty || s.typeOrder[rtRefunds].dirty ||
-		s.pmOrder.dirty || s.refundOrder.dirty
+	return s.eventOrder.Dirty || s.typeOrder[rtPayments].Dirty || s.typeOrder[rtRefunds].Dirty ||
+		s.pmOrder.Dirty || s.refundOrder.Dirty
 }
 
 func (s *Server) fixOrders() {
-	s.eventOrder.fix(s.eventCreated)
+	s.eventOrder.Fix(s.eventCreated)
 	for t := range s.typeOrder {
-		s.typeOrder[t].fix(s.eventCreated)
+		s.typeOrder[t].Fix(s.eventCreated)
 	}
-	s.pmOrder.fix(s.pmCreated)
-	s.refundOrder.fix(s.refundCreated)
+	s.pmOrder.Fix(s.pmCreated)
+	s.refundOrder.Fix(s.refundCreated)
 }
 
 // rlock takes the read lock with every order sorted.
@@ -244,9 +171,9 @@ func (s *Server) emit(rt uint8, action string, variant uint8, obj int32, at int6
 		flags |= f
 	}
 	s.events = append(s.events, eventRec{created: at, obj: obj, action: s.actionCode(action),
-		flags: flags, state: stateCode(st)})
-	s.eventOrder.add(seq, at, s.eventCreated)
-	s.typeOrder[rt].add(seq, at, s.eventCreated)
+		flags: flags, state: fakekit.StateCode(st)})
+	s.eventOrder.Add(seq, at, s.eventCreated)
+	s.typeOrder[rt].Add(seq, at, s.eventCreated)
 }
 
 // eventPM returns the payment an event is about.
@@ -320,7 +247,7 @@ func (s *Server) createPayment(amount int64, currency uint8, at int64, status st
 	pm := int32(len(s.pms))
 	s.pms = append(s.pms, pmObj{amount: amount, created: at, chargeDate: addWorkingDays(dayOf(at), 4),
 		payout: -1, status: s.statusCode(status), currency: currency})
-	s.pmOrder.add(pm, at, s.pmCreated)
+	s.pmOrder.Add(pm, at, s.pmCreated)
 	s.emit(rtPayments, "created", varDefault, pm, at, models.StateCreated)
 	return pm
 }
@@ -404,7 +331,7 @@ func (s *Server) refundPaid(pm int32, amount int64, at int64, paidAt int64) int3
 	}
 	rf := int32(len(s.refunds))
 	s.refunds = append(s.refunds, refundObj{amount: amount, created: at, pm: pm, status: s.statusCode("created")})
-	s.refundOrder.add(rf, at, s.refundCreated)
+	s.refundOrder.Add(rf, at, s.refundCreated)
 	s.emit(rtRefunds, "created", varDefault, rf, at, models.StateNone)
 	if paidAt < 0 {
 		return rf

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reconciler/reconciler/internal/fakekit"
 	"github.com/reconciler/reconciler/models"
 )
 
@@ -28,13 +29,13 @@ type Account struct {
 	payouts  []payoutObj
 	bts      []btObj
 
-	piOrder     order
-	refundOrder order
-	payoutOrder order
-	btOrder     order
+	piOrder     fakekit.Order
+	refundOrder fakekit.Order
+	payoutOrder fakekit.Order
+	btOrder     fakekit.Order
 
 	events     []eventRec
-	eventOrder order
+	eventOrder fakekit.Order
 	facts      []factRec
 	types      []string
 	typeIdx    map[string]uint16
@@ -156,56 +157,6 @@ type factRec struct {
 	state          uint8 // 0 none, else index+1 in models.States
 }
 
-func stateCode(s models.State) uint8 {
-	if s == models.StateNone {
-		return 0
-	}
-	for i, v := range models.States {
-		if v == s {
-			return uint8(i + 1)
-		}
-	}
-	panic(fmt.Sprintf("stripefake: unknown state %q", s))
-}
-
-func stateOf(c uint8) models.State {
-	if c == 0 {
-		return models.StateNone
-	}
-	return models.States[c-1]
-}
-
-// order keeps the indices of one collection sorted by (created, index),
-// sorting lazily only after an out-of-order append.
-type order struct {
-	idx   []int32
-	dirty bool
-}
-
-func (o *order) add(i int32, created int64, createdOf func(int32) int64) {
-	if !o.dirty && len(o.idx) > 0 && createdOf(o.idx[len(o.idx)-1]) > created {
-		o.dirty = true
-	}
-	o.idx = append(o.idx, i)
-}
-
-func (o *order) fix(createdOf func(int32) int64) {
-	if !o.dirty {
-		return
-	}
-	slices.SortFunc(o.idx, func(x, y int32) int {
-		cx, cy := createdOf(x), createdOf(y)
-		switch {
-		case cx < cy:
-			return -1
-		case cx > cy:
-			return 1
-		}
-		return int(x) - int(y)
-	})
-	o.dirty = false
-}
-
 func (a *Account) piCreated(i int32) int64     { return a.pis[i].created }
 func (a *Account) refundCreated(i int32) int64 { return a.refunds[i].created }
 func (a *Account) payoutCreated(i int32) int64 { return a.payouts[i].created }
@@ -213,15 +164,15 @@ func (a *Account) btCreated(i int32) int64     { return a.bts[i].created }
 func (a *Account) eventCreated(i int32) int64  { return a.events[i].created }
 
 func (a *Account) dirty() bool {
-	return a.eventOrder.dirty || a.piOrder.dirty || a.refundOrder.dirty || a.payoutOrder.dirty || a.btOrder.dirty
+	return a.eventOrder.Dirty || a.piOrder.Dirty || a.refundOrder.Dirty || a.payoutOrder.Dirty || a.btOrder.Dirty
 }
 
 func (a *Account) fixOrders() {
-	a.eventOrder.fix(a.eventCreated)
-	a.piOrder.fix(a.piCreated)
-	a.refundOrder.fix(a.refundCreated)
-	a.payoutOrder.fix(a.payoutCreated)
-	a.btOrder.fix(a.btCreated)
+	a.eventOrder.Fix(a.eventCreated)
+	a.piOrder.Fix(a.piCreated)
+	a.refundOrder.Fix(a.refundCreated)
+	a.payoutOrder.Fix(a.payoutCreated)
+	a.btOrder.Fix(a.btCreated)
 }
 
 // rlock takes the read lock with every order sorted.
@@ -264,7 +215,7 @@ func (a *Account) emit(typ string, at int64, snap snapRec, facts ...factRec) {
 	seq := int32(len(a.events))
 	a.events = append(a.events, eventRec{created: at, snap: snap, typ: a.typeCode(typ), factStart: int32(len(a.facts))})
 	a.facts = append(a.facts, facts...)
-	a.eventOrder.add(seq, at, a.eventCreated)
+	a.eventOrder.Add(seq, at, a.eventCreated)
 }
 
 func (a *Account) snapPI(pi int32) snapRec {
@@ -318,7 +269,7 @@ func (a *Account) mustPI(id string) int32 {
 func secs(t time.Time) int64 { return t.Unix() }
 
 func (a *Account) piFact(pi int32, s models.State) factRec {
-	return factRec{pi: pi, state: stateCode(s)}
+	return factRec{pi: pi, state: fakekit.StateCode(s)}
 }
 
 // capturedRefunded is the charge's amount_refunded of captured money.
@@ -332,51 +283,17 @@ func (a *Account) capturedRefunded(ch int32) int64 {
 
 // ---- builder -------------------------------------------------------------
 
-var (
-	firstNames = []string{"Olivia", "Amelia", "Isla", "Ava", "Mia", "Ivy", "Lily", "Isabella", "Rosie", "Sophia",
-		"Oliver", "George", "Noah", "Arthur", "Harry", "Leo", "Muhammad", "Jack", "Charlie", "Oscar",
-		"Priya", "Aisha", "Chen", "Mateo", "Zofia", "Kwame", "Siobhan", "Ffion", "Hamish", "Ewan"}
-	lastNames = []string{"Smith", "Jones", "Williams", "Taylor", "Brown", "Davies", "Evans", "Wilson", "Thomas", "Johnson",
-		"Roberts", "Robinson", "Thompson", "Wright", "Walker", "White", "Edwards", "Hughes", "Green", "Hall",
-		"Patel", "Khan", "Nowak", "O'Brien", "MacDonald", "Okafor", "García", "Kowalski", "Murphy", "Lewis"}
-	emailDomains = []string{"example.com", "example.co.uk", "mail.example.org", "example.net"}
-)
-
-func personFor(x uint64) (name, email string) {
-	f := firstNames[x%uint64(len(firstNames))]
-	x /= uint64(len(firstNames))
-	l := lastNames[x%uint64(len(lastNames))]
-	x /= uint64(len(lastNames))
-	d := emailDomains[x%uint64(len(emailDomains))]
-	x /= uint64(len(emailDomains))
-	local := make([]byte, 0, 32)
-	for _, s := range []string{f, ".", l} {
-		for _, r := range s {
-			switch {
-			case r >= 'A' && r <= 'Z':
-				local = append(local, byte(r+'a'-'A'))
-			case r >= 'a' && r <= 'z' || r == '.':
-				local = append(local, byte(r))
-			case r == 'í':
-				local = append(local, 'i')
-			}
-		}
-	}
-	local = fmt.Appendf(local, "%d@%s", x%1000, d)
-	return f + " " + l, string(local)
-}
-
 func (a *Account) createPayment(amount int64, currency string, manual bool, at int64, name, email string) int32 {
 	pi := int32(len(a.pis))
 	if name == "" && email == "" {
-		name, email = personFor(splitmix64(a.ids.key ^ uint64(pi)*0x51AF))
+		name, email = fakekit.Person(fakekit.SplitMix64(a.ids.key ^ uint64(pi)*0x51AF))
 	}
 	a.persons = append(a.persons, person{name, email})
 	a.pis = append(a.pis, piObj{
 		amount: amount, created: at, currency: lowerASCII(currency),
 		status: "requires_payment_method", person: int32(len(a.persons) - 1), charge: -1, manual: manual,
 	})
-	a.piOrder.add(pi, at, a.piCreated)
+	a.piOrder.Add(pi, at, a.piCreated)
 	a.emit("payment_intent.created", at, a.snapPI(pi), a.piFact(pi, models.StateCreated))
 	return pi
 }
@@ -452,7 +369,7 @@ func (a *Account) capture(pi int32, at int64) {
 	c.capturedAt = at
 	bt := int32(len(a.bts))
 	a.bts = append(a.bts, btObj{amount: c.amount, created: at, availableOn: at + 2*86400, src: ch, payout: -1, typ: btCharge})
-	a.btOrder.add(bt, at, a.btCreated)
+	a.btOrder.Add(bt, at, a.btCreated)
 	c.bt = bt
 	if n := len(a.unpaid); n > 0 && a.charges[a.unpaid[n-1]].capturedAt > at {
 		a.unpaidDirty = true
@@ -463,7 +380,7 @@ func (a *Account) capture(pi int32, at int64) {
 	p.capturable = 0
 	a.emit("payment_intent.succeeded", at, a.snapPI(pi), a.piFact(pi, models.StateCaptured))
 	if p.manual {
-		a.emit("charge.captured", at, a.snapCharge(ch), factRec{pi: pi, state: stateCode(models.StateCaptured), amountRefunded: a.capturedRefunded(ch)})
+		a.emit("charge.captured", at, a.snapCharge(ch), factRec{pi: pi, state: fakekit.StateCode(models.StateCaptured), amountRefunded: a.capturedRefunded(ch)})
 	}
 }
 
@@ -529,12 +446,12 @@ func (a *Account) refund(pi int32, amount int64, at int64) int32 {
 	re := int32(len(a.refunds))
 	bt := int32(len(a.bts))
 	a.bts = append(a.bts, btObj{amount: -amount, created: at, availableOn: at, src: re, payout: -1, typ: btRefund})
-	a.btOrder.add(bt, at, a.btCreated)
+	a.btOrder.Add(bt, at, a.btCreated)
 	if c.payout >= 0 {
 		a.orphans = append(a.orphans, bt)
 	}
 	a.refunds = append(a.refunds, refundObj{amount: amount, created: at, charge: ch, bt: bt, failBT: -1, status: "succeeded"})
-	a.refundOrder.add(re, at, a.refundCreated)
+	a.refundOrder.Add(re, at, a.refundCreated)
 	c.refunds = append(c.refunds, re)
 	c.amountRefunded += amount
 	c.refunded = c.amountRefunded >= c.amount
@@ -542,7 +459,7 @@ func (a *Account) refund(pi int32, amount int64, at int64) int32 {
 	if c.refunded {
 		st = models.StateRefunded
 	}
-	a.emit("charge.refunded", at, a.snapCharge(ch), factRec{pi: pi, state: stateCode(st), amountRefunded: c.amountRefunded})
+	a.emit("charge.refunded", at, a.snapCharge(ch), factRec{pi: pi, state: fakekit.StateCode(st), amountRefunded: c.amountRefunded})
 	return re
 }
 
@@ -569,7 +486,7 @@ func (a *Account) failRefund(re int32, at int64) {
 	c.refunded = false
 	bt := int32(len(a.bts))
 	a.bts = append(a.bts, btObj{amount: r.amount, created: at, availableOn: at, src: re, payout: -1, typ: btRefundFailure})
-	a.btOrder.add(bt, at, a.btCreated)
+	a.btOrder.Add(bt, at, a.btCreated)
 	r.failBT = bt
 	if c.payout >= 0 {
 		a.orphans = append(a.orphans, bt)
@@ -620,7 +537,7 @@ func (a *Account) closeDispute(dp int32, status string, at int64) {
 		st = models.StateChargeback
 	}
 	a.emit("charge.dispute.closed", at, a.snapDispute(dp),
-		factRec{pi: a.charges[d.charge].pi, state: stateCode(st)})
+		factRec{pi: a.charges[d.charge].pi, state: fakekit.StateCode(st)})
 }
 
 // CloseDispute closes a dispute with status "lost" or "won" (any other
@@ -666,7 +583,7 @@ func (a *Account) payout(at int64, charges []int32) int32 {
 				}
 			}
 		}
-		facts = append(facts, factRec{pi: c.pi, state: stateCode(models.StateSettled)})
+		facts = append(facts, factRec{pi: c.pi, state: fakekit.StateCode(models.StateSettled)})
 	}
 	keep := a.orphans[:0]
 	for _, bt := range a.orphans {
@@ -679,15 +596,7 @@ func (a *Account) payout(at int64, charges []int32) int32 {
 		}
 	}
 	a.orphans = keep
-	slices.SortFunc(bts, func(x, y int32) int {
-		if c := a.bts[x].created - a.bts[y].created; c != 0 {
-			if c < 0 {
-				return -1
-			}
-			return 1
-		}
-		return int(x) - int(y)
-	})
+	fakekit.Ascending(bts, a.btCreated)
 	var amount int64
 	cur := ""
 	for _, bt := range bts {
@@ -703,7 +612,7 @@ func (a *Account) payout(at int64, charges []int32) int32 {
 		}
 	}
 	a.payouts = append(a.payouts, payoutObj{amount: amount, created: at, arrival: at, currency: cur, bts: bts})
-	a.payoutOrder.add(po, at, a.payoutCreated)
+	a.payoutOrder.Add(po, at, a.payoutCreated)
 	a.emit("payout.paid", at, snapRec{kind: kPayout, obj: po, status: a.statusCode("paid")}, facts...)
 	return po
 }
@@ -728,16 +637,7 @@ func (a *Account) Payout(at time.Time, pis ...string) string {
 
 func (a *Account) payoutCaptured(at int64, minAge time.Duration) int32 {
 	if a.unpaidDirty {
-		slices.SortStableFunc(a.unpaid, func(x, y int32) int {
-			cx, cy := a.charges[x].capturedAt, a.charges[y].capturedAt
-			switch {
-			case cx < cy:
-				return -1
-			case cx > cy:
-				return 1
-			}
-			return int(x) - int(y)
-		})
+		fakekit.Ascending(a.unpaid, func(i int32) int64 { return a.charges[i].capturedAt })
 		a.unpaidDirty = false
 	}
 	cutoff := at - int64(minAge/time.Second)

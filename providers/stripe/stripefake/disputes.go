@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/reconciler/reconciler/internal/fakekit"
 )
 
 // What `reconciler verify` reads besides the objects the event path reads:
@@ -46,7 +48,7 @@ func listDisputes(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *api
 			items = append(items, int32(i))
 		}
 	}
-	ascending(items, a.disputeCreated)
+	fakekit.Ascending(items, a.disputeCreated)
 	cur, before, e := a.resolveCursor(&p, kDispute, len(a.disputes), a.disputeCreated, -1<<63)
 	if e != nil {
 		return nil, e

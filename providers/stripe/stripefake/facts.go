@@ -3,6 +3,7 @@ package stripefake
 import (
 	"time"
 
+	"github.com/reconciler/reconciler/internal/fakekit"
 	"github.com/reconciler/reconciler/models"
 )
 
@@ -47,7 +48,7 @@ func (a *Account) fact(seq int32, f factRec) Fact {
 		EventType:      a.types[e.typ],
 		At:             time.Unix(e.created, 0).UTC(),
 		PaymentID:      a.ids.id(kPI, int(f.pi)),
-		State:          stateOf(f.state),
+		State:          fakekit.StateOf(f.state),
 		AmountRefunded: f.amountRefunded,
 		Amount:         p.amount,
 		Currency:       p.currency,
@@ -62,7 +63,7 @@ func (a *Account) Deliveries() []Delivery {
 	a.rlock()
 	defer a.mu.RUnlock()
 	out := make([]Delivery, 0, len(a.events))
-	for _, seq := range a.eventOrder.idx {
+	for _, seq := range a.eventOrder.Idx {
 		e := &a.events[seq]
 		d := Delivery{
 			EventID:   a.ids.id(kEvent, int(seq)),
@@ -93,7 +94,7 @@ func (a *Account) ExpectedAt(t time.Time) map[string]Expected {
 		refunded int64
 	}
 	cur := make([]st, len(a.pis))
-	for _, seq := range a.eventOrder.idx {
+	for _, seq := range a.eventOrder.Idx {
 		e := &a.events[seq]
 		if e.created > limit {
 			break
@@ -101,7 +102,7 @@ func (a *Account) ExpectedAt(t time.Time) map[string]Expected {
 		at := time.Unix(e.created, 0).UTC()
 		for _, f := range a.eventFacts(int(seq)) {
 			c := &cur[f.pi]
-			if to := stateOf(f.state); to != models.StateNone {
+			if to := fakekit.StateOf(f.state); to != models.StateNone {
 				if c.state == models.StateNone || models.Guard(c.state, &c.at, to, at) {
 					c.state, c.at = to, at
 				}

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/reconciler/reconciler/internal/fakekit"
 )
 
 // GenOptions configures Account.Generate.
@@ -54,9 +56,9 @@ func (a *Account) Generate(o GenOptions) {
 	a.bts = slices.Grow(a.bts, n)
 	a.events = slices.Grow(a.events, n*24/10)
 	a.facts = slices.Grow(a.facts, n*34/10)
-	a.piOrder.idx = slices.Grow(a.piOrder.idx, n)
-	a.eventOrder.idx = slices.Grow(a.eventOrder.idx, n*24/10)
-	a.btOrder.idx = slices.Grow(a.btOrder.idx, n)
+	a.piOrder.Idx = slices.Grow(a.piOrder.Idx, n)
+	a.eventOrder.Idx = slices.Grow(a.eventOrder.Idx, n*24/10)
+	a.btOrder.Idx = slices.Grow(a.btOrder.Idx, n)
 
 	last := end - 1
 	for _, t0 := range times {
@@ -69,7 +71,7 @@ func (a *Account) Generate(o GenOptions) {
 			return t <= last
 		}
 		amount := 100 + rng.Int64N(49901)
-		name, email := personFor(rng.Uint64())
+		name, email := fakekit.Person(rng.Uint64())
 		r := rng.IntN(100)
 		manual := r >= 60 && r < 75
 		partial := rng.IntN(2) == 0

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reconciler/reconciler/internal/fakekit"
 )
 
 var kindObject = [kindCount]string{"payment_intent", "charge", "refund", "dispute", "payout", "balance_transaction", "event", "customer"}
@@ -100,7 +102,7 @@ func listEvents(a *Account, _ string, q url.Values, now time.Time) ([]byte, *api
 	if e != nil {
 		return nil, e
 	}
-	items, more := paginate(view{a.eventOrder.idx, a.eventCreated, match}, max(p.gte, cutoff), p.lte, cur, before, p.limit)
+	items, more := paginate(view{a.eventOrder.Idx, a.eventCreated, match}, max(p.gte, cutoff), p.lte, cur, before, p.limit)
 	return a.renderList("/v1/events", items, more, a.appendEvent), nil
 }
 
@@ -146,7 +148,7 @@ func listPaymentIntents(a *Account, _ string, q url.Values, _ time.Time) ([]byte
 	if e != nil {
 		return nil, e
 	}
-	items, more := paginate(view{a.piOrder.idx, a.piCreated, nil}, p.gte, p.lte, cur, before, p.limit)
+	items, more := paginate(view{a.piOrder.Idx, a.piCreated, nil}, p.gte, p.lte, cur, before, p.limit)
 	return a.renderList("/v1/payment_intents", items, more, func(b []byte, i int32) []byte { return a.appendPI(b, i, exp) }), nil
 }
 
@@ -188,7 +190,7 @@ func listRefunds(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiE
 	}
 	a.rlock()
 	defer a.mu.RUnlock()
-	items := a.refundOrder.idx
+	items := a.refundOrder.Idx
 	if id := q.Get("charge"); id != "" {
 		ch, e := a.lookup(kCharge, id, len(a.charges))
 		if e != nil {
@@ -196,7 +198,7 @@ func listRefunds(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiE
 			return nil, e
 		}
 		items = append([]int32(nil), a.charges[ch].refunds...)
-		ascending(items, a.refundCreated)
+		fakekit.Ascending(items, a.refundCreated)
 	}
 	var match func(int32) bool
 	if id := q.Get("payment_intent"); id != "" {
@@ -265,7 +267,7 @@ func listPayouts(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiE
 	if e != nil {
 		return nil, e
 	}
-	out, more := paginate(view{a.payoutOrder.idx, a.payoutCreated, match}, p.gte, p.lte, cur, before, p.limit)
+	out, more := paginate(view{a.payoutOrder.Idx, a.payoutCreated, match}, p.gte, p.lte, cur, before, p.limit)
 	return a.renderList("/v1/payouts", out, more, a.appendPayout), nil
 }
 
@@ -293,7 +295,7 @@ func listBalanceTransactions(a *Account, _ string, q url.Values, _ time.Time) ([
 	}
 	a.rlock()
 	defer a.mu.RUnlock()
-	items := a.btOrder.idx
+	items := a.btOrder.Idx
 	if id := q.Get("payout"); id != "" {
 		po, e := a.lookup(kPayout, id, len(a.payouts))
 		if e != nil {
@@ -301,7 +303,7 @@ func listBalanceTransactions(a *Account, _ string, q url.Values, _ time.Time) ([
 			return nil, e
 		}
 		items = append([]int32(nil), a.payouts[po].bts...)
-		ascending(items, a.btCreated)
+		fakekit.Ascending(items, a.btCreated)
 	}
 	var match func(int32) bool
 	if t := q.Get("type"); t != "" {

@@ -1,5 +1,7 @@
 package stripefake
 
+import "github.com/reconciler/reconciler/internal/fakekit"
+
 // Stripe-like identifiers. An id is prefix + 24 base62 characters: the first
 // eight encode the object's creation counter (scrambled with a per-account,
 // per-kind key so that ids do not look sequential) and the last sixteen are a
@@ -35,13 +37,6 @@ var base62Index = func() (t [256]int8) {
 	return t
 }()
 
-func splitmix64(x uint64) uint64 {
-	x += 0x9E3779B97F4A7C15
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EB
-	return x ^ (x >> 31)
-}
-
 func fnv64(s string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(s); i++ {
@@ -58,9 +53,9 @@ type idCodec struct {
 }
 
 func newIDCodec(seed int64, account string) idCodec {
-	c := idCodec{key: splitmix64(uint64(seed) ^ fnv64("acct:"+account))}
+	c := idCodec{key: fakekit.SplitMix64(uint64(seed) ^ fnv64("acct:"+account))}
 	for k := kind(0); k < kindCount; k++ {
-		x := splitmix64(c.key ^ (uint64(k)+1)*0xA24BAED4963EE407)
+		x := fakekit.SplitMix64(c.key ^ (uint64(k)+1)*0xA24BAED4963EE407)
 		for i := 0; i < 8; i++ {
 			c.scramb[k][i] = uint8((x >> (uint(i) * 8)) % 62)
 		}
@@ -81,14 +76,14 @@ func (c *idCodec) appendID(b []byte, k kind, n int) []byte {
 	for i := 0; i < 8; i++ {
 		b = append(b, base62[(d[i]+c.scramb[k][i])%62])
 	}
-	h := splitmix64(c.key ^ uint64(k)<<56 ^ uint64(n))
+	h := fakekit.SplitMix64(c.key ^ uint64(k)<<56 ^ uint64(n))
 	for j := 0; j < 2; j++ {
 		x := h
 		for i := 0; i < 8; i++ {
 			b = append(b, base62[x%62])
 			x /= 62
 		}
-		h = splitmix64(h)
+		h = fakekit.SplitMix64(h)
 	}
 	return b
 }

@@ -1,8 +1,10 @@
 package stripefake
 
 import (
-	"github.com/reconciler/reconciler/internal/jsonw"
 	"strconv"
+
+	"github.com/reconciler/reconciler/internal/fakekit"
+	"github.com/reconciler/reconciler/internal/jsonw"
 )
 
 // Hand-written JSON appenders: the objects are rendered straight into byte
@@ -163,7 +165,7 @@ func (a *Account) appendChargeObj(b []byte, i int32, c *chargeObj, personIdx int
 // sortedRefunds returns the charge's refunds newest first.
 func (a *Account) sortedRefunds(ch int32) []int32 {
 	refs := append([]int32(nil), a.charges[ch].refunds...)
-	ascending(refs, a.refundCreated)
+	fakekit.Ascending(refs, a.refundCreated)
 	for l, r := 0, len(refs)-1; l < r; l, r = l+1, r-1 {
 		refs[l], refs[r] = refs[r], refs[l]
 	}

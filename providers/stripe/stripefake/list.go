@@ -10,20 +10,6 @@ import (
 	"strings"
 )
 
-// ascending sorts object indices by (created, index).
-func ascending(idx []int32, createdOf func(int32) int64) {
-	slices.SortFunc(idx, func(x, y int32) int {
-		cx, cy := createdOf(x), createdOf(y)
-		switch {
-		case cx < cy:
-			return -1
-		case cx > cy:
-			return 1
-		}
-		return int(x) - int(y)
-	})
-}
-
 // cursor is the (created, index) key of a starting_after / ending_before
 // object.
 type cursor struct {

@@ -9,17 +9,16 @@
 package stripefake
 
 import (
-	"github.com/reconciler/reconciler/internal/fakekit"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/reconciler/reconciler/internal/fakekit"
 )
 
 // Options configures a Server.
@@ -39,16 +38,11 @@ type Server struct {
 	accMu    sync.Mutex
 	accounts map[string]*Account
 
-	ts *httptest.Server
+	http   fakekit.Loopback
+	faults *fakekit.Faults
 
-	faultMu     sync.Mutex
-	latency     time.Duration
-	failNext    int
-	failNextSt  int
-	failRate    float64
-	failRateSt  int
+	retryMu     sync.Mutex
 	shouldRetry string
-	rng         *rand.Rand
 	acctFaults  accountFaults // FailAccount (accounts.go)
 
 	reqSeq atomic.Int64
@@ -63,7 +57,7 @@ func New(opts Options) *Server {
 		opts:     opts,
 		now:      opts.Now,
 		accounts: map[string]*Account{},
-		rng:      rand.New(rand.NewPCG(uint64(opts.Seed), 0x5712_1FE_FA4E)),
+		faults:   fakekit.NewFaults(rand.New(rand.NewPCG(uint64(opts.Seed), 0x5712_1FE_FA4E))),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -73,28 +67,10 @@ func New(opts Options) *Server {
 
 // Start serves the fake on 127.0.0.1 with a random port and returns its base
 // URL, e.g. "http://127.0.0.1:41234". Calling it again returns the same URL.
-func (s *Server) Start() string {
-	if s.ts != nil {
-		return s.ts.URL
-	}
-	ts := httptest.NewUnstartedServer(s.Handler())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic("stripefake: listen: " + err.Error())
-	}
-	ts.Listener.Close()
-	ts.Listener = l
-	ts.Start()
-	s.ts = ts
-	return ts.URL
-}
+func (s *Server) Start() string { return s.http.Start("stripefake", s.Handler()) }
 
 // Close stops the HTTP server started by Start.
-func (s *Server) Close() {
-	if s.ts != nil {
-		s.ts.Close()
-	}
-}
+func (s *Server) Close() { s.http.Close() }
 
 // Handler returns the fake's http.Handler.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
@@ -114,34 +90,22 @@ func (s *Server) Account(id string) *Account {
 }
 
 // SetLatency delays every response by d.
-func (s *Server) SetLatency(d time.Duration) {
-	s.faultMu.Lock()
-	s.latency = d
-	s.faultMu.Unlock()
-}
+func (s *Server) SetLatency(d time.Duration) { s.faults.SetLatency(d) }
 
 // FailNext makes the next n requests fail with status (429, 500 or 503) and
 // Stripe's error JSON.
-func (s *Server) FailNext(status int, n int) {
-	s.faultMu.Lock()
-	s.failNext, s.failNextSt = n, status
-	s.faultMu.Unlock()
-}
+func (s *Server) FailNext(status int, n int) { s.faults.FailNext(status, n) }
 
 // SetFailureRate makes each request fail with status with probability p,
 // drawn from a PRNG seeded with Options.Seed; p = 0 turns it off.
-func (s *Server) SetFailureRate(status int, p float64) {
-	s.faultMu.Lock()
-	s.failRate, s.failRateSt = p, status
-	s.faultMu.Unlock()
-}
+func (s *Server) SetFailureRate(status int, p float64) { s.faults.SetFailureRate(status, p) }
 
 // SetShouldRetryHeader sets the Stripe-Should-Retry header value sent with
 // injected failures ("" = header absent).
 func (s *Server) SetShouldRetryHeader(v string) {
-	s.faultMu.Lock()
+	s.retryMu.Lock()
 	s.shouldRetry = v
-	s.faultMu.Unlock()
+	s.retryMu.Unlock()
 }
 
 // Requests returns the number of HTTP requests received.
@@ -159,19 +123,11 @@ func (s *Server) RequestsByPath() map[string]int64 {
 	return s.counts.ByPattern()
 }
 
-// fault decides whether this request gets an injected failure.
-func (s *Server) fault() (latency time.Duration, status int, retry string) {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
-	latency, retry = s.latency, s.shouldRetry
-	if s.failNext > 0 {
-		s.failNext--
-		return latency, s.failNextSt, retry
-	}
-	if s.failRate > 0 && s.rng.Float64() < s.failRate {
-		return latency, s.failRateSt, retry
-	}
-	return latency, 0, retry
+// retryHeader is the Stripe-Should-Retry value injected failures carry.
+func (s *Server) retryHeader() string {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	return s.shouldRetry
 }
 
 // handler serves one endpoint for account a.
@@ -220,7 +176,7 @@ func (s *Server) route(method, path string) route {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.counts.Received()
 	rt := s.route(r.Method, r.URL.Path)
-	reqID := "req_" + strconv.FormatUint(splitmix64(uint64(s.opts.Seed)^uint64(s.reqSeq.Add(1)))%(1<<62), 36)
+	reqID := "req_" + strconv.FormatUint(fakekit.SplitMix64(uint64(s.opts.Seed)^uint64(s.reqSeq.Add(1)))%(1<<62), 36)
 	h := w.Header()
 	h.Set("Request-Id", reqID)
 	h.Set("Content-Type", "application/json")
@@ -236,18 +192,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) respond(rt route, r *http.Request, h http.Header) (int, []byte) {
-	latency, failStatus, retry := s.fault()
+	// Every request, authenticated or not, consumes an injected failure
+	// (or a draw of the failure rate's coin).
+	latency, failStatus, retry := s.faults.Latency(), s.faults.Fail(), s.retryHeader()
 	if failStatus == 0 {
 		failStatus = s.accountFailure(r) // FailAccount (accounts.go)
 	}
-	if latency > 0 {
-		t := time.NewTimer(latency)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-		}
-	}
+	fakekit.Wait(r.Context(), latency)
 	if e := checkAuth(r.Header.Get("Authorization")); e != nil {
 		h.Set("Www-Authenticate", `Bearer realm="Stripe"`)
 		return e.status, errorJSON(e)
