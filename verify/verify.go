@@ -7,6 +7,7 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,8 +19,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/store"
 )
 
 // DefaultSample is how many payments are checked when neither All nor
@@ -51,7 +54,13 @@ const (
 
 // Options configures one verification of one provider and account.
 type Options struct {
-	DB       *gorm.DB
+	// DB is the database; the drift items that explain a difference are
+	// read from it.
+	DB *gorm.DB
+	// Store, when set, is DB's store, through which the window's payments
+	// are read; nil means dbopen.Store(DB, nil). The store is the one that
+	// knows its dialect's SQL.
+	Store    store.Store
 	Provider string // the provider's name in the database ("stripe")
 	Account  string // "" for the platform
 	// Reader reads the provider's current objects. Use a fresh one per
@@ -153,6 +162,9 @@ func (o *Options) defaults() {
 	if o.PageSize == 0 {
 		o.PageSize = DefaultPageSize
 	}
+	if o.Store == nil {
+		o.Store = dbopen.Store(o.DB, nil)
+	}
 }
 
 // Run verifies the window's payments of one provider and account. An error
@@ -166,7 +178,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Since.After(o.Until) || o.Since.Equal(o.Until) {
 		return Report{}, fmt.Errorf("verify: the window [%s, %s) is empty", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
 	}
-	v := &verifier{o: o, sqlite: models.SQLite(o.DB),
+	v := &verifier{o: o,
 		rep: Report{Provider: o.Provider, Account: o.Account, Since: o.Since, Until: o.Until, All: o.All, Sample: o.Sample,
 			Unexplained: []Difference{}, ExplainedDifferences: []Difference{}}}
 	var err error
@@ -179,35 +191,27 @@ func Run(ctx context.Context, o Options) (Report, error) {
 }
 
 type verifier struct {
-	o      Options
-	sqlite bool
-	rep    Report
+	o   Options
+	rep Report
 }
 
-// inWindow is the condition selecting the window's payments of the
-// provider and account.
-func (v *verifier) inWindow(db *gorm.DB) *gorm.DB {
-	ge, lt := "%s >= ?", "%s < ?"
-	if v.sqlite {
-		ge, lt = "julianday(%s) >= julianday(?)", "julianday(%s) < julianday(?)"
+// page reads the window's next payments after id after, by id.
+func (v *verifier) page(ctx context.Context, after int64, limit int) ([]models.Payment, error) {
+	rows, err := v.o.Store.PaymentsInWindow(ctx, store.PaymentQuery{Provider: v.o.Provider, Account: v.o.Account,
+		Since: v.o.Since, Until: v.o.Until, AfterID: after, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("read payments: %w", err)
 	}
-	cond := func(col string) string {
-		return "(" + fmt.Sprintf(ge, col) + " AND " + fmt.Sprintf(lt, col) + ")"
-	}
-	since, until := v.o.Since, v.o.Until
-	return db.Model(&models.Payment{}).
-		Where("provider = ? AND account = ?", v.o.Provider, v.o.Account).
-		Where(cond("source_updated_at")+" OR "+cond("settled_at"), since, until, since, until)
+	return rows, nil
 }
 
-// all checks every payment of the window, a page of ids at a time.
+// all checks every payment of the window, a page at a time.
 func (v *verifier) all(ctx context.Context) error {
-	db := v.o.DB.WithContext(ctx)
 	var after int64
 	for {
-		var rows []models.Payment
-		if err := v.inWindow(db).Where("id > ?", after).Order("id").Limit(v.o.PageSize).Find(&rows).Error; err != nil {
-			return fmt.Errorf("read payments: %w", err)
+		rows, err := v.page(ctx, after, v.o.PageSize)
+		if err != nil {
+			return err
 		}
 		if len(rows) == 0 {
 			return nil
@@ -221,42 +225,37 @@ func (v *verifier) all(ctx context.Context) error {
 }
 
 // sample draws Sample payments uniformly from the window (reservoir
-// sampling over the window's ids, read a page at a time, so memory is the
-// sample's), then checks them.
+// sampling over the window's rows, read a page at a time, so memory is the
+// sample's and a page's), then checks them in id order.
 func (v *verifier) sample(ctx context.Context) error {
-	db := v.o.DB.WithContext(ctx)
 	n := v.o.Sample
-	res := make([]int64, 0, min(n, 1<<16))
+	res := make([]models.Payment, 0, min(n, 1<<16))
 	seen := 0
 	var after int64
 	for {
-		var ids []int64
-		if err := v.inWindow(db).Where("id > ?", after).Order("id").Limit(max(v.o.PageSize, 1000)).Pluck("id", &ids).Error; err != nil {
-			return fmt.Errorf("read payments: %w", err)
+		rows, err := v.page(ctx, after, max(v.o.PageSize, 1000))
+		if err != nil {
+			return err
 		}
-		if len(ids) == 0 {
+		if len(rows) == 0 {
 			break
 		}
-		for _, id := range ids {
+		for _, r := range rows {
 			if seen < n {
-				res = append(res, id)
+				res = append(res, r)
 			} else if j := v.o.Rand.IntN(seen + 1); j < n {
-				res[j] = id
+				res[j] = r
 			}
 			seen++
 		}
-		after = ids[len(ids)-1]
+		after = rows[len(rows)-1].ID
 	}
 	v.rep.InWindow = seen
-	slices.Sort(res)
+	slices.SortFunc(res, func(a, b models.Payment) int { return cmp.Compare(a.ID, b.ID) })
 	for len(res) > 0 {
 		page := res[:min(len(res), v.o.PageSize)]
 		res = res[len(page):]
-		var rows []models.Payment
-		if err := db.Where("id IN ?", page).Order("id").Find(&rows).Error; err != nil {
-			return fmt.Errorf("read payments: %w", err)
-		}
-		if err := v.check(ctx, rows); err != nil {
+		if err := v.check(ctx, page); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/gocardless"
@@ -19,6 +20,7 @@ import (
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/store"
 	"github.com/reconciler/reconciler/verify"
 )
 
@@ -554,4 +556,39 @@ func TestVerifyOnTheEmbeddedStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Explained)
 	require.True(t, rep.OK())
+}
+
+// countingStore counts the window reads verify makes through it.
+type countingStore struct {
+	store.Store
+	mu    sync.Mutex
+	pages int
+}
+
+func (c *countingStore) PaymentsInWindow(ctx context.Context, q store.PaymentQuery) ([]models.Payment, error) {
+	c.mu.Lock()
+	c.pages++
+	c.mu.Unlock()
+	return c.Store.PaymentsInWindow(ctx, q)
+}
+
+// TestVerifyReadsThroughOptionsStore: a caller's store, when given, is the
+// one the window is read through, in both modes.
+func TestVerifyReadsThroughOptionsStore(t *testing.T) {
+	t.Parallel()
+	w := newStripeWorld(t)
+	for i := range 5 {
+		pi := w.acct.CreatePayment(int64(100+i), "gbp", false, w.ago(3*time.Hour))
+		w.acct.Capture(pi, w.ago(3*time.Hour))
+		seed(t, w.db, stripe.Name, pi, models.StateCaptured, int64(100+i), 0)
+	}
+	st := &countingStore{Store: dbopen.Store(w.db.DB, nil)}
+	rep := w.run(t, verify.Options{All: true, PageSize: 2, Store: st})
+	require.Equal(t, 5, rep.Checked)
+	require.True(t, rep.OK())
+	require.Equal(t, 4, st.pages, "three pages and the empty one")
+	rep = w.run(t, verify.Options{Sample: 3, Store: st, Rand: rand.New(rand.NewPCG(1, 1))})
+	require.Equal(t, 3, rep.Checked)
+	require.Equal(t, 5, rep.InWindow)
+	require.Equal(t, 6, st.pages)
 }
