@@ -10,61 +10,45 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/report"
+	"github.com/reconciler/reconciler/runner"
+	"github.com/reconciler/reconciler/store"
 )
-
-// Job is one provider and account the schedule runs.
-type Job struct {
-	Provider string
-	Account  string
-}
 
 // Schedule is what the scheduler needs of a cron schedule; robfig/cron's
 // schedules satisfy it.
 type Schedule interface{ Next(time.Time) time.Time }
 
-// Request describes one run to start.
-type Request struct {
-	Job
-	Since, Until time.Time
-	DryRun       bool
-	Trigger      string
-	TriggeredBy  string
-}
-
 // Server runs the schedule and the API.
 type Server struct {
-	DB      *gorm.DB
-	Log     *slog.Logger
+	// Runner starts every run (its hooks observe and notify them) and
+	// reads the run record; its DB serves readiness and the run reports.
+	Runner *runner.Service
+	Log    *slog.Logger
+	// Metrics is served at GET /metrics; the runner's hooks fill it.
 	Metrics *metrics.Metrics
 	// Tokens maps each API caller's name to its bearer token.
 	Tokens map[string]string
 	// Jobs are run on every tick of Schedule.
-	Jobs     []Job
+	Jobs     []runner.Job
 	Schedule Schedule
 	// Providers lists the provider names POST /runs accepts.
 	Providers []string
-	// Options returns the engine options for one run (provider client
-	// included); the server fills in the window, trigger and caller.
-	Options func(Request) (reconcile.Options, error)
-	Now     func() time.Time
+	Now       func() time.Time
 	// Sleep waits until t or ctx ends; tests make the schedule fast.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// AfterRun, when set, is called with every run that ended (to post its
-	// summary).
-	AfterRun func(ctx context.Context, runID int64)
 
 	wg sync.WaitGroup
 }
@@ -80,45 +64,23 @@ func (s *Server) now() time.Time {
 var ErrBusy = errors.New("a run for this provider and account is in progress")
 
 // Start begins a run and returns its id once it is recorded; the work goes
-// on in the background under ctx (cancel it to interrupt every run).
-func (s *Server) Start(ctx context.Context, req Request) (int64, error) {
-	o, err := s.Options(req)
-	if err != nil {
-		return 0, err
-	}
-	o.Account, o.Since, o.Until, o.DryRun = req.Account, req.Since, req.Until, req.DryRun
-	o.Trigger, o.TriggeredBy = req.Trigger, req.TriggeredBy
-	// The run lock is the only arbiter: it keeps runs of this process, of
-	// other replicas and of CronJob pods apart alike.
-	h, err := reconcile.Start(ctx, o)
+// on in the background under ctx (cancel it to interrupt every run). With
+// ErrBusy it returns the id of the run in progress, when it can tell.
+func (s *Server) Start(ctx context.Context, req runner.Request) (int64, error) {
+	run, err := s.Runner.Start(ctx, req)
 	if errors.Is(err, reconcile.ErrLocked) {
-		var running models.Run
-		s.DB.WithContext(ctx).Where("provider = ? AND account = ? AND status = ?", req.Provider, req.Account, models.RunRunning).
-			Order("id DESC").Limit(1).Find(&running)
+		running, _, _ := s.Runner.Runs().Running(ctx, req.Provider, req.Account)
 		return running.ID, ErrBusy
 	}
 	if err != nil {
 		return 0, err
 	}
-	done := s.Metrics.Started(req.Provider, req.Account)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer done()
-		res, err := h.Execute(ctx)
-		var byStatus map[int]int64
-		if bs, ok := o.Provider.(interface{ RequestsByStatus() map[int]int64 }); ok {
-			byStatus = bs.RequestsByStatus()
-		}
-		s.Metrics.Observe(res, byStatus)
-		if s.AfterRun != nil && res.Run.ID != 0 {
-			s.AfterRun(ctx, res.Run.ID)
-		}
-		if err != nil {
-			s.Log.Error("run failed", "run_id", h.RunID(), "provider", req.Provider, "account", req.Account, "error", err)
-		}
+		_, _ = run.Execute(ctx)
 	}()
-	return h.RunID(), nil
+	return run.ID(), nil
 }
 
 // Wait blocks until every run started here has ended.
@@ -152,7 +114,7 @@ func (s *Server) RunSchedule(ctx context.Context) {
 			return
 		}
 		for _, j := range s.Jobs {
-			id, err := s.Start(ctx, Request{Job: j, Trigger: models.TriggerSchedule, TriggeredBy: "schedule"})
+			id, err := s.Start(ctx, runner.Request{Job: j, Trigger: models.TriggerSchedule, TriggeredBy: "schedule"})
 			switch {
 			case errors.Is(err, ErrBusy):
 				s.Log.Warn("skipping scheduled run: the previous one is still in progress", "provider", j.Provider, "account", j.Account, "run_id", id)
@@ -160,6 +122,45 @@ func (s *Server) RunSchedule(ctx context.Context) {
 				s.Log.Error("scheduled run did not start", "provider", j.Provider, "account", j.Account, "error", err)
 			}
 		}
+	}
+}
+
+// ListenAndServe serves the API on addr and runs the schedule until ctx
+// ends (SIGTERM) or the server fails. Once ctx ends it stops the schedule
+// and the API, interrupts every run (each finishes its batch and records
+// itself interrupted) and waits for them up to grace. listening is called
+// with the address once connections are accepted.
+func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Duration, listening func(addr string)) error {
+	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRuns()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return &config.Error{Key: "serve.http_addr", Msg: err.Error(), Hint: "pick a free address, or set RECONCILER_HTTP_ADDR"}
+	}
+	hs := &http.Server{Handler: s.Handler(runCtx), ReadHeaderTimeout: 10 * time.Second}
+	listening(ln.Addr().String())
+	go s.RunSchedule(runCtx)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		cancelRuns()
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	s.Log.Info("shutting down", "grace", grace)
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	cancelRuns()
+	_ = hs.Shutdown(gctx)
+	done := make(chan struct{})
+	go func() { s.Wait(); close(done) }()
+	select {
+	case <-done:
+		s.Log.Info("stopped")
+		return nil
+	case <-gctx.Done():
+		return errors.New("shutdown grace period exceeded with runs still writing")
 	}
 }
 
@@ -181,7 +182,7 @@ func (s *Server) Handler(base context.Context) http.Handler {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	sqlDB, err := s.DB.DB()
+	sqlDB, err := s.Runner.DB.DB()
 	if err == nil {
 		err = sqlDB.PingContext(ctx)
 	}
@@ -189,7 +190,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "database unreachable"})
 		return
 	}
-	pending, err := models.Pending(ctx, s.DB)
+	pending, err := models.Pending(ctx, s.Runner.DB)
 	if err != nil || len(pending) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "reason": "migrations not applied (run reconciler migrate)", "pending": pending})
 		return
@@ -267,7 +268,7 @@ func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Re
 		bad("account", fmt.Sprintf("%q is not a connected account id (acct_…); omit it for the platform", b.Account))
 		return
 	}
-	req := Request{Job: Job{Provider: *b.Provider, Account: b.Account}, DryRun: b.DryRun, Trigger: models.TriggerAPI, TriggeredBy: caller}
+	req := runner.Request{Job: runner.Job{Provider: *b.Provider, Account: b.Account}, DryRun: b.DryRun, Trigger: models.TriggerAPI, TriggeredBy: caller}
 	var err error
 	if b.Since != "" {
 		if req.Since, err = config.ParseTime(b.Since); err != nil {
@@ -310,14 +311,14 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, _ string) {
 		}
 		limit = n
 	}
-	db := s.DB.WithContext(r.Context()).Order("id DESC").Limit(limit)
-	for _, f := range []string{"provider", "account", "status", "trigger"} {
-		if v, ok := q[f]; ok {
-			db = db.Where(f+" = ?", v[0])
+	f := runner.Filter{Limit: limit}
+	for name, field := range map[string]**string{"provider": &f.Provider, "account": &f.Account, "status": &f.Status, "trigger": &f.Trigger} {
+		if v, ok := q[name]; ok {
+			*field = &v[0]
 		}
 	}
-	var runs []models.Run
-	if err := db.Find(&runs).Error; err != nil {
+	runs, err := s.Runner.Runs().List(r.Context(), f)
+	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not read runs"})
 		return
 	}
@@ -334,10 +335,14 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ string) {
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "run id must be a positive integer", Field: "id"})
 		return
 	}
-	rep, err := report.Load(r.Context(), s.DB, id)
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	_, err = s.Runner.Runs().Get(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no run %d", id)})
 		return
+	}
+	var rep report.Report
+	if err == nil {
+		rep, err = report.Load(r.Context(), s.Runner.DB, id)
 	}
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not read the run"})
@@ -350,6 +355,26 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// TokensFromEnv reads the API callers' tokens from RECONCILER_API_TOKENS,
+// else from the file RECONCILER_API_TOKENS_FILE names (ParseTokens).
+func TokensFromEnv(getenv func(string) string) (map[string]string, error) {
+	src, key := getenv("RECONCILER_API_TOKENS"), "RECONCILER_API_TOKENS"
+	if src == "" {
+		if f := getenv("RECONCILER_API_TOKENS_FILE"); f != "" {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, &config.Error{Key: "RECONCILER_API_TOKENS_FILE", Msg: "cannot read the file", Hint: "mount the Secret there"}
+			}
+			src, key = string(b), "RECONCILER_API_TOKENS_FILE"
+		}
+	}
+	tokens, err := ParseTokens(src)
+	if err != nil {
+		return nil, &config.Error{Key: key, Msg: err.Error(), Hint: "write name:token pairs (tokens of 16+ characters), comma- or newline-separated"}
+	}
+	return tokens, nil
 }
 
 // ParseTokens reads name:token pairs, comma- or newline-separated. Blank

@@ -16,6 +16,8 @@ import (
 	_ "time/tzdata" // the container has no zoneinfo; CRON_TZ and serve.time_zone need it
 
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/runner"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".
@@ -30,12 +32,10 @@ const (
 )
 
 // usageError is a bad flag or configuration: exit code 2, nothing touched.
-type usageError struct{ err error }
+// It is the run service's, whose errors about the flags' values exit 2 too.
+type usageError = runner.UsageError
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+func usagef(format string, a ...any) error { return usageError{Err: fmt.Errorf(format, a...)} }
 
 const usage = `reconciler: make payment webhooks trustworthy.
 
@@ -112,22 +112,14 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
+	fmt.Fprintf(stderr, "reconciler: %v\n", err)
 	var ue usageError
 	var ce *config.Error
-	var le lockedError
 	switch {
-	case errors.As(err, &le):
-		fmt.Fprintf(stderr, "reconciler: %v\n", err)
+	case errors.Is(err, reconcile.ErrLocked): // some run found its lock held and did nothing
 		return exitLocked
 	case errors.As(err, &ue), errors.As(err, &ce):
-		fmt.Fprintf(stderr, "reconciler: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "reconciler: %v\n", err)
 	return exitFailed
 }
-
-// lockedError means some run found its lock held and did nothing.
-type lockedError struct{ msg string }
-
-func (e lockedError) Error() string { return e.msg }

@@ -10,6 +10,8 @@ import (
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/report"
+	"github.com/reconciler/reconciler/runner"
+	"github.com/reconciler/reconciler/store"
 )
 
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -48,13 +50,11 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err != nil {
 		return err
 	}
-	db, err := openDB(ctx, cfg, newLogger(cfg, stderr))
+	db, st, closeDB, err := openDB(ctx, cfg, newLogger(cfg, stderr))
 	if err != nil {
 		return err
 	}
-	if sqlDB, err := db.DB(); err == nil {
-		defer sqlDB.Close()
-	}
+	defer closeDB()
 	if pending, err := models.Pending(ctx, db); err != nil || len(pending) > 0 {
 		return errors.New("the database has no reconciler schema or pending migrations: run reconciler migrate")
 	}
@@ -74,33 +74,27 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		}
 		return report.RenderHistory(out, runs, *format)
 	}
-	id := *runID
+	id, runs := *runID, runner.Runs{Record: st}
 	if *last {
-		var r models.Run
-		q := db.WithContext(ctx).Where("status <> ?", models.RunRunning).Order("id DESC").Limit(1)
-		if *provider != "" {
-			q = q.Where("provider = ? AND account = ?", *provider, *account)
-		}
-		if err := q.Find(&r).Error; err != nil {
+		r, ok, err := runs.LatestFinished(ctx, *provider, *account)
+		if err != nil {
 			return err
 		}
-		if r.ID == 0 {
+		if !ok {
 			return errors.New("no finished run yet")
 		}
 		id = r.ID
 	}
-	var exists int64
-	if err := db.WithContext(ctx).Model(&models.Run{}).Where("id = ?", id).Count(&exists).Error; err != nil {
-		return err
-	}
-	if exists == 0 {
+	if _, err := runs.Get(ctx, id); errors.Is(err, store.ErrNotFound) {
 		return usagef("--run: no run %d", id)
+	} else if err != nil {
+		return err
 	}
 	if *doNotify {
 		if cfg.Notify.SlackURL() == "" {
 			return &config.Error{Key: "RECONCILER_SLACK_WEBHOOK_URL", Msg: "is not set", Hint: "--notify needs a chat webhook (or notify.slack_webhook_url_file)"}
 		}
-		notifier(cfg, db, metrics.New(), newLogger(cfg, stderr))(ctx, id)
+		runner.Notifier(cfg, db, metrics.New(), newLogger(cfg, stderr))(ctx, id)
 	}
 	return report.Write(ctx, out, db, *format, id)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/store"
 )
 
 // multiFlag collects a repeatable flag.
@@ -35,7 +36,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
+		return usageError{Err: fmt.Errorf("%s: %w", fs.Name(), err)}
 	}
 	if fs.NArg() > 0 {
 		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
@@ -81,49 +82,35 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// openDB connects to PostgreSQL, or, when no database is configured, opens
-// the embedded SQLite file (and says so). The URL is never printed: it may
-// hold a password.
-func openDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*gorm.DB, error) {
-	if cfg.Database.URL == "" {
-		path := cfg.Database.SQLitePath
-		if log != nil {
-			log.Info("no DATABASE_URL: using the embedded SQLite store (one machine only; PostgreSQL is the production store)", "path", path)
-		}
-		db, err := dbopen.SQLite(path)
-		if err != nil {
-			return nil, err
-		}
-		if err := db.WithContext(ctx).Exec(`SELECT 1`).Error; err != nil {
-			return nil, fmt.Errorf("open the embedded store %s: %w", path, err)
-		}
-		return db, nil
-	}
-	db, err := dbopen.Postgres(cfg.Database.URL)
+// openDB opens the configured database (dbopen.Open) and its store; closeDB
+// releases the connections.
+func openDB(ctx context.Context, cfg config.Config, log *slog.Logger) (db *gorm.DB, st store.Store, closeDB func(), err error) {
+	d := cfg.Database
+	db, err = dbopen.Open(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log})
 	if err != nil {
-		return nil, fmt.Errorf("connect to the database: %s", redactDSN(err.Error(), cfg.Database.URL))
+		return nil, nil, nil, err
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, err
-	}
-	sqlDB.SetMaxOpenConns(cfg.Database.MaxOpenConns)
-	// A connection keeps buffers as large as the largest batch it carried:
-	// few idle connections, closed soon, keep the process's memory flat.
-	sqlDB.SetMaxIdleConns(2)
-	sqlDB.SetConnMaxIdleTime(30 * time.Second)
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := sqlDB.PingContext(pctx); err != nil {
-		return nil, fmt.Errorf("connect to the database: %s", redactDSN(err.Error(), cfg.Database.URL))
-	}
-	return db, nil
+	return db, dbopen.Store(db, nil), func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	}, nil
 }
 
-// redactDSN removes the DSN and any password from a driver message.
-func redactDSN(msg, dsn string) string {
-	if dsn != "" {
-		msg = strings.ReplaceAll(msg, dsn, "[DATABASE_URL]")
+// parseWindow parses --since and --until, either of which may be empty.
+func parseWindow(sinceFlag, untilFlag string) (since, until time.Time, err error) {
+	if sinceFlag != "" {
+		if since, err = config.ParseTime(sinceFlag); err != nil {
+			return since, until, usagef("--since: %v", err)
+		}
 	}
-	return msg
+	if untilFlag != "" {
+		if until, err = config.ParseTime(untilFlag); err != nil {
+			return since, until, usagef("--until: %v", err)
+		}
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return since, until, usagef("--since %s must be before --until %s", sinceFlag, untilFlag)
+	}
+	return since, until, nil
 }

@@ -15,9 +15,7 @@ import (
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/models"
-	"github.com/reconciler/reconciler/providers/gocardless"
-	"github.com/reconciler/reconciler/providers/stripe"
-	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/runner"
 	"github.com/reconciler/reconciler/verify"
 )
 
@@ -80,41 +78,24 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	case output != "table" && output != "json":
 		return false, usagef("-o: unknown output %q (use table or json)", output)
 	}
-	var seedN uint64
-	if seed != "" {
-		if seedN, err = parseSeed(seed); err != nil {
-			return false, usagef("--seed: %q is not a non-negative integer", seed)
-		}
-	} else {
-		seedN = uint64(time.Now().UnixNano())
+	seedN := uint64(time.Now().UnixNano())
+	if _, err := fmt.Sscan(seed, &seedN); seed != "" && err != nil {
+		return false, usagef("--seed: %q is not a non-negative integer", seed)
 	}
 
 	cfg, err := loadConfig(f.config, getenv)
 	if err != nil {
 		return false, err
 	}
-	var since, until time.Time
-	if f.since != "" {
-		if since, err = config.ParseTime(f.since); err != nil {
-			return false, usagef("--since: %v", err)
-		}
-	}
-	if f.until != "" {
-		if until, err = config.ParseTime(f.until); err != nil {
-			return false, usagef("--until: %v", err)
-		}
-	}
-	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
-		return false, usagef("--since %s must be before --until %s", f.since, f.until)
+	since, until, err := parseWindow(f.since, f.until)
+	if err != nil {
+		return false, err
 	}
 	if !since.IsZero() && until.IsZero() && !since.Before(time.Now()) {
 		return false, usagef("--since %s is in the future: the window would be empty", f.since)
 	}
-	jobs, err := plan(cfg, f)
+	jobs, err := runner.Plan(cfg, f.providers, f.accounts)
 	if err != nil {
-		return false, err
-	}
-	if err := checkProviders(cfg, jobs); err != nil {
 		return false, err
 	}
 	if cfg.Database.URL == "" {
@@ -125,35 +106,31 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	}
 
 	log := newLogger(cfg, stderr)
-	db, err := openDB(ctx, cfg, log)
+	db, _, closeDB, err := openDB(ctx, cfg, log)
 	if err != nil {
 		return false, err
 	}
-	if sqlDB, err := db.DB(); err == nil {
-		defer sqlDB.Close()
-	}
+	defer closeDB()
 	if pending, err := models.Pending(ctx, db); err != nil || len(pending) > 0 {
 		return false, errors.New("the database has no reconciler schema or pending migrations: run reconciler migrate")
 	}
 
 	out := verifyOutput{Reports: []verify.Report{}}
 	for i, j := range jobs {
-		name := j.provider + "/" + orPlatform(j.account)
-		jlog := log.With("provider", j.provider, "account", j.account)
-		p, err := newProvider(cfg, j.provider, jlog)
+		name := j.String()
+		jlog := log.With("provider", j.Provider, "account", j.Account)
+		p, err := runner.NewProvider(cfg, j.Provider, jlog)
 		if err != nil {
 			return false, err
 		}
-		reader, err := currentReader(p)
+		reader, err := runner.CurrentReader(p)
 		if err != nil {
 			return false, err
 		}
 		jseed := seedN + uint64(i)
-		o := verify.Options{DB: db, Provider: j.provider, Account: j.account, Reader: reader, Since: since, Until: until,
-			Rand: rand.New(rand.NewPCG(jseed, jseed^0x9E3779B97F4A7C15))}
-		if all {
-			o.All = true
-		} else {
+		o := verify.Options{DB: db, Provider: j.Provider, Account: j.Account, Reader: reader, Since: since, Until: until,
+			All: all, Rand: rand.New(rand.NewPCG(jseed, jseed^0x9E3779B97F4A7C15))}
+		if !all {
 			o.Sample = sample
 		}
 		rep, err := verify.Run(ctx, o)
@@ -186,24 +163,6 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	return out.Unexplained > 0, nil
 }
 
-func parseSeed(s string) (uint64, error) {
-	var n uint64
-	_, err := fmt.Sscan(s, &n)
-	return n, err
-}
-
-// currentReader is the provider's reader of current objects, fresh for
-// this verification (it caches payouts).
-func currentReader(p reconcile.Provider) (reconcile.CurrentReader, error) {
-	switch p := p.(type) {
-	case *stripe.Provider:
-		return p.Verifier(), nil
-	case *gocardless.Provider:
-		return p.Verifier(), nil
-	}
-	return nil, fmt.Errorf("verify: provider %s cannot read current objects", p.Name())
-}
-
 // summaryLine is the one line per provider and account verify prints on
 // stderr.
 func summaryLine(name string, r verify.Report, seed uint64, requests int64) string {
@@ -230,7 +189,7 @@ func writeVerifyTable(w io.Writer, out verifyOutput) error {
 	fmt.Fprintln(tw, "PROVIDER\tACCOUNT\tPROVIDER_ID\tFIELD\tLOCAL\tAT_PROVIDER")
 	for _, r := range out.Reports {
 		for _, d := range r.Unexplained {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Provider, orPlatform(r.Account), d.ProviderID, d.Field, cell(d.Local), cell(d.Provider))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Provider, runner.Job{Provider: r.Provider, Account: r.Account}.AccountName(), d.ProviderID, d.Field, cell(d.Local), cell(d.Provider))
 		}
 	}
 	return tw.Flush()
