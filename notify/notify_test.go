@@ -545,3 +545,28 @@ func TestMessageSizeLimits(t *testing.T) {
 		assert.LessOrEqual(t, len([]rune(s)), 3000)
 	}
 }
+
+// TestDeliverOnTheEmbeddedStore: the claim and its record work on SQLite
+// too (the demo and trial installs), sent once across a rerun.
+func TestDeliverOnTheEmbeddedStore(t *testing.T) {
+	db := pgtest.NewSQLite(t)
+	rr := newRun(t, db.DB)
+	rc := newReceiver(t, 503, 200)
+	var sl sleeps
+	s := &Slack{URL: rc.url(), Sleep: sl.sleep}
+	sent, err := s.Deliver(context.Background(), db.DB, rr)
+	require.NoError(t, err)
+	assert.True(t, sent)
+	sent, err = s.Deliver(context.Background(), db.DB, rr)
+	require.NoError(t, err)
+	assert.False(t, sent)
+	calls, accepted := rc.counts()
+	assert.Equal(t, 2, calls)
+	assert.Equal(t, 1, accepted)
+	n := rows(t, db.DB, rr.ID)
+	require.Len(t, n, 1)
+	assert.Equal(t, StatusSent, n[0].Status)
+	assert.Equal(t, 2, n[0].Attempts)
+	assert.NotNil(t, n[0].SentAt)
+	assert.Nil(t, n[0].LastError)
+}

@@ -16,8 +16,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/report"
+	"github.com/reconciler/reconciler/store"
 )
 
 // Defaults for Slack's zero fields.
@@ -37,9 +38,9 @@ const (
 
 // Statuses of a sent_notifications row.
 const (
-	StatusPending = "pending"
-	StatusSent    = "sent"
-	StatusFailed  = "failed"
+	StatusPending = store.NotificationPending
+	StatusSent    = store.NotificationSent
+	StatusFailed  = store.NotificationFailed
 )
 
 // ErrAttemptsExhausted is returned (wrapped) by Deliver when a run's
@@ -118,19 +119,25 @@ func (s *Slack) sleep(ctx context.Context, d time.Duration) error {
 
 // Deliver sends the run's summary at most once per (run, channel), even
 // when the job is retried or rerun, and reports whether this call sent it.
+// It is DeliverOn the store of db's dialect.
+func (s *Slack) Deliver(ctx context.Context, db *gorm.DB, r report.RunReport) (sent bool, err error) {
+	return s.DeliverOn(ctx, dbopen.Store(db, nil), r)
+}
+
+// DeliverOn is Deliver through a store's notification record.
 //
-// In one transaction it inserts the row (ON CONFLICT (run_id, channel) DO
-// NOTHING), locks it with SELECT ... FOR UPDATE, which makes a concurrent
-// Deliver for the same run and channel wait until this one commits, and
-// returns (false, nil) if the row is already sent. Otherwise it POSTs while
-// holding the lock, retrying 5xx, 429 and network errors with exponential
-// backoff (never other 4xx), and records status sent with sent_at, or
-// failed with attempts and last_error, before committing.
+// It claims the (run, channel) row (store.Notifications: the row is
+// created pending when new, and a concurrent Deliver for the same run and
+// channel waits until this one has recorded its outcome) and returns
+// (false, nil) if the row is already sent. Otherwise it POSTs while holding
+// the claim, retrying 5xx, 429 and network errors with exponential backoff
+// (never other 4xx), and records status sent with sent_at, or failed with
+// attempts and last_error, with the claim.
 //
 // A failure is returned as an error for the caller to log and count; it
 // must never fail the run. If the POST succeeded but recording it failed,
-// Deliver returns (true, err): a rerun would then post again.
-func (s *Slack) Deliver(ctx context.Context, db *gorm.DB, r report.RunReport) (sent bool, err error) {
+// DeliverOn returns (true, err): a rerun would then post again.
+func (s *Slack) DeliverOn(ctx context.Context, st store.Notifications, r report.RunReport) (sent bool, err error) {
 	channel := s.channel()
 	log := s.logger().With("run_id", r.ID, "channel", channel)
 	if s.URL == "" {
@@ -145,78 +152,59 @@ func (s *Slack) Deliver(ctx context.Context, db *gorm.DB, r report.RunReport) (s
 		return false, fmt.Errorf("notify: build message for run %d: %w", r.ID, err)
 	}
 
-	// The transaction outlives ctx so that a POST that succeeded is still
-	// recorded when ctx is cancelled meanwhile; the claim statements and
+	maxA := s.maxAttempts()
+	var (
+		claimed, posted bool
+		alreadySent     bool
+		exhausted       error
+		prior, tries    int
+		postErr         error
+	)
+	// The store records what the claim returns even when ctx is cancelled
+	// meanwhile, so a POST that succeeded is still recorded; the claim and
 	// the POST themselves do use ctx.
-	txCtx := context.WithoutCancel(ctx)
-	tx := db.WithContext(txCtx).Begin()
-	if tx.Error != nil {
-		return false, fmt.Errorf("notify: begin claim of run %d for %s: %w", r.ID, channel, tx.Error)
-	}
-	finished := false
-	defer func() {
-		if !finished {
-			tx.Rollback()
+	recErr := st.ClaimNotification(ctx, r.ID, channel, func(ctx context.Context, n store.Notification) (*store.NotificationUpdate, error) {
+		claimed = true
+		if n.Status == StatusSent {
+			alreadySent = true
+			return nil, nil
 		}
-	}()
-	if err := tx.WithContext(ctx).Exec(`INSERT INTO sent_notifications (run_id, channel) VALUES (?, ?)
-		ON CONFLICT (run_id, channel) DO NOTHING`, r.ID, channel).Error; err != nil {
-		return false, fmt.Errorf("notify: claim run %d for %s: %w", r.ID, channel, err)
-	}
-	var row struct {
-		ID        int64
-		Status    string
-		Attempts  int
-		LastError *string
-	}
-	if err := tx.WithContext(ctx).Raw(`SELECT id, status, attempts, last_error FROM sent_notifications
-		WHERE run_id = ? AND channel = ?`+forUpdate(db), r.ID, channel).Scan(&row).Error; err != nil {
-		return false, fmt.Errorf("notify: lock notification of run %d for %s: %w", r.ID, channel, err)
-	}
-	if row.ID == 0 {
-		return false, fmt.Errorf("notify: notification row of run %d for %s vanished", r.ID, channel)
-	}
-	if row.Status == StatusSent {
-		finished = true
-		tx.Commit()
+		remaining := maxA - n.Attempts
+		if remaining <= 0 {
+			last := ""
+			if n.LastError != nil {
+				last = "; last error: " + *n.LastError
+			}
+			exhausted = fmt.Errorf("notify: deliver run %d to %s: %w (%d of %d used%s)", r.ID, channel,
+				ErrAttemptsExhausted, n.Attempts, maxA, last)
+			return nil, nil
+		}
+		prior = n.Attempts
+		tries, postErr = s.post(ctx, body, remaining, n.Attempts, maxA, log)
+		posted = true
+		if postErr == nil {
+			return &store.NotificationUpdate{Status: StatusSent, Attempts: tries, Sent: true}, nil
+		}
+		msg := clip(postErr.Error(), 1000)
+		return &store.NotificationUpdate{Status: StatusFailed, Attempts: tries, LastError: &msg}, nil
+	})
+	switch {
+	case !claimed:
+		if recErr == nil {
+			recErr = errors.New("the store did not claim the row")
+		}
+		return false, fmt.Errorf("notify: claim run %d for %s: %w", r.ID, channel, recErr)
+	case alreadySent:
 		log.Debug("run summary already sent")
 		return false, nil
-	}
-	maxA := s.maxAttempts()
-	remaining := maxA - row.Attempts
-	if remaining <= 0 {
-		finished = true
-		tx.Commit()
-		last := ""
-		if row.LastError != nil {
-			last = "; last error: " + *row.LastError
-		}
-		return false, fmt.Errorf("notify: deliver run %d to %s: %w (%d of %d used%s)", r.ID, channel,
-			ErrAttemptsExhausted, row.Attempts, maxA, last)
-	}
-
-	tries, postErr := s.post(ctx, body, remaining, row.Attempts, maxA, log)
-
-	recCtx, cancel := context.WithTimeout(txCtx, DefaultTimeout)
-	defer cancel()
-	rec := tx.WithContext(recCtx)
-	var recErr error
-	if postErr == nil {
-		recErr = rec.Exec(`UPDATE sent_notifications SET status = ?, attempts = attempts + ?, sent_at = now(), last_error = NULL
-			WHERE id = ?`, StatusSent, tries, row.ID).Error
-	} else {
-		recErr = rec.Exec(`UPDATE sent_notifications SET status = ?, attempts = attempts + ?, last_error = ?
-			WHERE id = ?`, StatusFailed, tries, clip(postErr.Error(), 1000), row.ID).Error
-	}
-	finished = true
-	if recErr == nil {
-		recErr = tx.Commit().Error
-	} else {
-		tx.Rollback()
+	case exhausted != nil:
+		return false, exhausted
+	case !posted:
+		return false, fmt.Errorf("notify: claim run %d for %s: %w", r.ID, channel, recErr)
 	}
 
 	if postErr != nil {
-		err := fmt.Errorf("notify: deliver run %d to %s (attempt %d of %d): %w", r.ID, channel, row.Attempts+tries, maxA, postErr)
+		err := fmt.Errorf("notify: deliver run %d to %s (attempt %d of %d): %w", r.ID, channel, prior+tries, maxA, postErr)
 		if recErr != nil {
 			err = errors.Join(err, fmt.Errorf("notify: record failure of run %d for %s: %w", r.ID, channel, recErr))
 		}
@@ -225,7 +213,7 @@ func (s *Slack) Deliver(ctx context.Context, db *gorm.DB, r report.RunReport) (s
 	if recErr != nil {
 		return true, fmt.Errorf("notify: run %d was posted to %s but recording it failed (a rerun would post again): %w", r.ID, channel, recErr)
 	}
-	log.Info("run summary sent", "attempts", row.Attempts+tries)
+	log.Info("run summary sent", "attempts", prior+tries)
 	return true, nil
 }
 
@@ -352,14 +340,4 @@ func printable(s string) string {
 		return ' '
 	}, s)
 	return clip(strings.TrimSpace(s), 200)
-}
-
-// forUpdate locks the claimed row on PostgreSQL; on the embedded SQLite
-// store every write transaction already holds the database's write lock
-// from BEGIN (dbopen opens it with _txlock=immediate).
-func forUpdate(db *gorm.DB) string {
-	if models.SQLite(db) {
-		return ""
-	}
-	return " FOR UPDATE"
 }
