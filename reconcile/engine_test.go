@@ -660,7 +660,7 @@ func TestStuckPaymentPath(t *testing.T) {
 		items := e.items(res.Run.ID)
 		require.Equal(t, []string{"behind/repaired"}, itemKinds(items))
 		require.Contains(t, string(items[0].Detail), "time_inferred")
-		want := stripe.DeterministicEventID(pi, models.StateCanceled, at(-24*9))
+		want := reconcile.SyntheticEventID(pi, models.StateCanceled, at(-24*9))
 		require.Equal(t, []string{want}, syntheticIDs(t, e.db.DB))
 		res2 := e.run(func(o *reconcile.Options) { o.StuckLimit = 10 })
 		require.Zero(t, res2.Run.SyntheticEvents, "the deterministic id makes reruns insert nothing")

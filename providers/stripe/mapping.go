@@ -299,10 +299,3 @@ func partialCapture(ch *leanCharge) int64 {
 	}
 	return 0
 }
-
-// DeterministicEventID is reconcile.SyntheticEventID, the id of a change
-// found without an event (DESIGN section 5), stable across reruns; new code
-// calls reconcile.SyntheticEventID.
-func DeterministicEventID(providerID string, s models.State, t time.Time) string {
-	return reconcile.SyntheticEventID(providerID, s, t)
-}
