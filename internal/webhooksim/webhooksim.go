@@ -14,10 +14,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/guard"
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
-	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/store/pgstore"
 )
 
 // Delivery is one webhook delivery: an event and the facts it implies.
@@ -70,7 +71,7 @@ func Apply(ctx context.Context, db *gorm.DB, source string, d Delivery) error {
 	var err error
 	for range 10 {
 		err = db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return apply(tx, source, d) })
-		if !reconcile.Retryable(err) {
+		if !pgstore.IsConflict(err) {
 			return err
 		}
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
@@ -79,27 +80,43 @@ func Apply(ctx context.Context, db *gorm.DB, source string, d Delivery) error {
 }
 
 func apply(tx *gorm.DB, source string, d Delivery) error {
-	{
-		q := `INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at)
-			VALUES (?, ?, ?, CAST(? AS jsonb), now()) ON CONFLICT (source, event_id) DO NOTHING`
-		if models.SQLite(tx) {
-			q = `INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at)
-			VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT (source, event_id) DO NOTHING`
-		}
-		res := tx.Exec(q, source, d.EventID, d.EventType, string(d.Payload))
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return nil // duplicate delivery
-		}
-		for _, f := range d.Facts {
-			if err := ApplyFact(tx, source, f); err != nil {
-				return err
-			}
-		}
-		return nil
+	// The same statement on both stores: PostgreSQL types the payload
+	// parameter as the jsonb column it fills.
+	res := tx.Exec(`INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at)
+		VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT (source, event_id) DO NOTHING`,
+		source, d.EventID, d.EventType, string(d.Payload))
+	if res.Error != nil {
+		return res.Error
 	}
+	if res.RowsAffected == 0 {
+		return nil // duplicate delivery
+	}
+	for _, f := range d.Facts {
+		if err := ApplyFact(tx, source, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dialect is the published guard's dialect for db: the worker speaks its
+// database's SQL, as an application's does. The store names it
+// (internal/dbopen is the one place that asks a connection).
+func dialect(db *gorm.DB) guard.Dialect {
+	if dbopen.Store(db, nil).Dialect() == guard.SQLite.String() {
+		return guard.SQLite
+	}
+	return guard.Postgres
+}
+
+// timeParam is the placeholder and the argument of a provider time in d's
+// statements: on the embedded store, text in the normalised form the
+// engine's statements and the guard's write.
+func timeParam(d guard.Dialect, t time.Time) (string, any) {
+	if d == guard.SQLite {
+		return `strftime('%Y-%m-%d %H:%M:%f+00:00', ?)`, t.UTC().Format(time.RFC3339Nano)
+	}
+	return `?`, t.UTC()
 }
 
 // ApplyFact applies one fact as the application's worker would: a payment
@@ -111,10 +128,7 @@ func ApplyFact(tx *gorm.DB, source string, f Fact) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	g := guard.Postgres
-	if models.SQLite(tx) {
-		g = guard.SQLite
-	}
+	g := dialect(tx)
 	db := tx.Statement.ConnPool // the transaction's *sql.Tx: the guard runs inside it
 	if f.State == models.StateNone {
 		if f.AmountRefunded > 0 {
@@ -127,16 +141,10 @@ func ApplyFact(tx *gorm.DB, source string, f Fact) error {
 	if f.State != models.StateCanceled {
 		refund = f.AmountRefunded
 	}
-	at := any(f.At.UTC())
-	insert := `INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (provider, provider_id) DO NOTHING`
-	if models.SQLite(tx) {
-		// The engine's normalised form of a time on the embedded store.
-		at = f.At.UTC().Format(time.RFC3339Nano)
-		insert = `INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%d %H:%M:%f+00:00', ?)) ON CONFLICT (provider, provider_id) DO NOTHING`
-	}
-	res := tx.Exec(insert, source, f.PaymentID, string(f.State), f.Amount, f.Currency, refund, at)
+	atSQL, at := timeParam(g, f.At)
+	res := tx.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, `+atSQL+`) ON CONFLICT (provider, provider_id) DO NOTHING`,
+		source, f.PaymentID, string(f.State), f.Amount, f.Currency, refund, at)
 	if res.Error != nil || res.RowsAffected > 0 {
 		return res.Error
 	}
