@@ -41,6 +41,7 @@ func dbOf(s store.Store) *gorm.DB { return s.(*sqlitestore.Store).DB }
 func TestStoreSuite(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, open, storetest.Options{
+		Dialect:   "sqlite",
 		DB:        dbOf,
 		WithClock: func(s store.Store, c clock.Clock) store.Store { return sqlitestore.New(dbOf(s), c) },
 		Precision: time.Millisecond,

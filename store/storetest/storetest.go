@@ -23,6 +23,8 @@ import (
 
 // Options is what the suite needs to know of a dialect beyond its store.
 type Options struct {
+	// Dialect is what the store's Dialect must say: "postgres", "sqlite".
+	Dialect string
 	// DB returns the connection under a store that open returned: the suite
 	// seeds rows as the live webhook worker would have left them and reads
 	// back exact rows with it, in SQL every dialect speaks.
@@ -43,6 +45,7 @@ type Options struct {
 // and runs in parallel.
 func Run(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 	require.NotNil(t, open, "storetest: open is nil")
+	require.NotEmpty(t, o.Dialect, "storetest: Options.Dialect is empty")
 	require.NotNil(t, o.DB, "storetest: Options.DB is nil")
 	require.NotNil(t, o.WithClock, "storetest: Options.WithClock is nil")
 	require.Positive(t, o.Precision, "storetest: Options.Precision is not set")
@@ -51,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 		name  string
 		tests []test
 	}{
+		{"Store", storeTests},
 		{"Tx", txTests},
 		{"RunRecord", runTests},
 		{"Reads", readTests},
@@ -129,3 +133,10 @@ func (e *env) tx(st store.Store, fn func(tx store.Tx)) {
 
 // ptr returns a pointer to v.
 func ptr[T any](v T) *T { return &v }
+
+var storeTests = []test{
+	{"Dialect", func(t *testing.T, e *env) {
+		require.Equal(t, e.o.Dialect, e.s.Dialect())
+		require.Equal(t, e.o.Dialect, e.st.Dialect())
+	}},
+}
