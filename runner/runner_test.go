@@ -3,6 +3,9 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,4 +211,56 @@ func TestRunAllStartsNothingAfterCancel(t *testing.T) {
 	require.Equal(t, 1, s.interrupted)
 	require.Equal(t, 5, s.notStarted)
 	require.True(t, strings.HasPrefix(b.Err().Error(), "run failed for [stripe/acct_1Stop00]"), b.Err())
+}
+
+// The summary of a recorded run is posted once, through the process's
+// store; a dry run's is not; without a webhook nothing happens.
+func TestNotifierPostsOnce(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	posts := 0
+	hook := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		posts++
+	}))
+	t.Cleanup(hook.Close)
+	w := newWorld(t, "run:\n  stuck_limit: -1\n")
+	w.payment("", 0)
+	ctx := context.Background()
+	res, err := reconcileAgain(t, w)
+	require.NoError(t, err)
+	run, err := w.svc.Start(ctx, Request{Job: Job{Provider: "stripe"}, DryRun: true})
+	require.NoError(t, err)
+	dry, err := run.Execute(ctx)
+	require.NoError(t, err)
+
+	Notifier(w.svc.Config, w.svc.DB, w.svc.Store, metrics.New(), nil)(ctx, res.Run.ID) // no webhook configured: a no-op
+	cfg, err := config.Load(filepath.Join(t.TempDir(), "none.yaml"), false, env("STRIPE_API_KEY", "sk_test_x",
+		"RECONCILER_SLACK_WEBHOOK_URL", hook.URL+"/services/T000/B000/secret"), os.ReadFile)
+	require.NoError(t, err)
+	m := metrics.New()
+	notify := Notifier(cfg, w.svc.DB, w.svc.Store, m, slog.New(slog.DiscardHandler))
+	notify(ctx, res.Run.ID)
+	notify(ctx, res.Run.ID)
+	notify(ctx, dry.Run.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, posts, "posted once; a dry run is not posted")
+	fams, err := m.Registry().Gather()
+	require.NoError(t, err)
+	results := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "reconciler_notifications_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "result" {
+					results[l.GetValue()] += mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{"sent": 1, "already_sent": 1}, results)
 }

@@ -94,7 +94,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		if cfg.Notify.SlackURL() == "" {
 			return &config.Error{Key: "RECONCILER_SLACK_WEBHOOK_URL", Msg: "is not set", Hint: "--notify needs a chat webhook (or notify.slack_webhook_url_file)"}
 		}
-		runner.Notifier(cfg, db, metrics.New(), newLogger(cfg, stderr))(ctx, id)
+		runner.Notifier(cfg, db, st, metrics.New(), newLogger(cfg, stderr))(ctx, id)
 	}
 	return report.Write(ctx, out, db, *format, id)
 }

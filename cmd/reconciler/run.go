@@ -129,7 +129,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}()
 
 	m := metrics.New()
-	svc.DB, svc.Store, svc.Hooks = db, st, runner.Observe(m, runner.Notifier(cfg, db, m, log))
+	svc.DB, svc.Store, svc.Hooks = db, st, runner.Observe(m, runner.Notifier(cfg, db, st, m, log))
 	req := runner.Request{Since: since, Until: until, DryRun: f.dryRun, Trigger: f.trigger, TriggeredBy: triggeredBy(getenv)}
 	if isTerminal(stderr) {
 		req.Progress = runner.ProgressLine(stderr) // live progress on a terminal only

@@ -59,7 +59,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		}
 	}
 	m := metrics.New()
-	hooks := runner.Observe(m, runner.Notifier(cfg, db, m, log))
+	hooks := runner.Observe(m, runner.Notifier(cfg, db, st, m, log))
 	hooks.OnStart = func(j runner.Job, _ int64) func() { return m.Started(j.Provider, j.Account) }
 	srv := &serve.Server{
 		Runner: &runner.Service{Config: cfg, DB: db, Store: st, Log: log, Hooks: hooks},

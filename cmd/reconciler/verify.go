@@ -106,7 +106,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	}
 
 	log := newLogger(cfg, stderr)
-	db, _, closeDB, err := openDB(ctx, cfg, log)
+	db, st, closeDB, err := openDB(ctx, cfg, log)
 	if err != nil {
 		return false, err
 	}
@@ -128,7 +128,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 			return false, err
 		}
 		jseed := seedN + uint64(i)
-		o := verify.Options{DB: db, Provider: j.Provider, Account: j.Account, Reader: reader, Since: since, Until: until,
+		o := verify.Options{DB: db, Store: st, Provider: j.Provider, Account: j.Account, Reader: reader, Since: since, Until: until,
 			All: all, Rand: rand.New(rand.NewPCG(jseed, jseed^0x9E3779B97F4A7C15))}
 		if !all {
 			o.Sample = sample
