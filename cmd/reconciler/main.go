@@ -41,10 +41,10 @@ const usage = `reconciler: make payment webhooks trustworthy.
 
 Usage:
   reconciler run     [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
-                     [--window DUR] [--dry-run] [--report FILE] [--format json|csv|md|html]
+                     [--window DUR] [--dry-run] [--report FILE] [--format json|csv|md|html|text]
   reconciler migrate [--config FILE]
   reconciler serve   [--config FILE]        long-running: cron schedule, HTTP API, metrics
-  reconciler report  (--run ID | --last | --history N) [--format json|csv|md|html] [--output FILE]
+  reconciler report  (--run ID | --last | --history N) [--format json|csv|md|html|text] [--output FILE]
   reconciler verify  [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
                      [--sample N | --all] [-o table|json]   re-fetch payments from the provider and compare
   reconciler demo    [--payments N] [--seed S] [--db FILE] [--html FILE]   fake providers, local database

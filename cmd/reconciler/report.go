@@ -20,7 +20,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	runID := fs.Int64("run", 0, "the run to render")
 	last := fs.Bool("last", false, "render the latest finished run (of --provider and --account when given)")
 	history := fs.Int("history", 0, "render the last N finished runs as a trend")
-	format := fs.String("format", "md", "json, csv, md or html")
+	format := fs.String("format", "md", "json, csv, md, html or text")
 	provider := fs.String("provider", "", "with --last or --history: only this provider")
 	account := fs.String("account", "", "with --last or --history and --provider: only this account")
 	output := fs.String("output", "", "write to this file instead of stdout")
@@ -41,7 +41,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return usagef("report: --run must be positive and --history 1 to 1000")
 	}
 	if !report.ValidFormat(*format) {
-		return usagef("--format: unknown format %q (use json, csv, md or html)", *format)
+		return usagef("--format: unknown format %q (use json, csv, md, html or text)", *format)
 	}
 	if *account != "" && *provider == "" {
 		return usagef("--account needs --provider")

@@ -33,7 +33,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	fs.StringVar(&f.window, "window", "", "window length when --since is not given (default from config: 24h)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report, but write only the run and its drift items")
 	fs.StringVar(&f.reportFile, "report", "", "write the report to this file (default: stdout)")
-	fs.StringVar(&f.format, "format", "md", "report format: json, csv, md or html")
+	fs.StringVar(&f.format, "format", "md", "report format: json, csv, md, html or text")
 	fs.StringVar(&f.trigger, "trigger", models.TriggerManual, "what started the run, recorded on it: manual, schedule or api")
 	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply pending migrations first")
 	fs.IntVar(&f.batchSize, "batch-size", 0, "payments per write transaction (default from config)")
@@ -62,7 +62,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		cfg.Run.Window = config.Duration(d)
 	}
 	if !report.ValidFormat(f.format) {
-		return usagef("--format: unknown format %q (use json, csv, md or html)", f.format)
+		return usagef("--format: unknown format %q (use json, csv, md, html or text)", f.format)
 	}
 	switch f.trigger {
 	case models.TriggerManual, models.TriggerSchedule, models.TriggerAPI:
