@@ -273,6 +273,7 @@ type RunQuery struct {
 	NotDryRun bool
 	// Order is the column runs are sorted by, descending: OrderID (the
 	// default), OrderFinished or OrderWindowEnd; Ascending reverses it.
+	// Runs not finished sort last in either direction; ties go by id.
 	Order     string
 	Ascending bool
 	// Limit caps the result; 0 means no cap.
