@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reconciler/reconciler/clock"
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
@@ -46,18 +47,21 @@ type Server struct {
 	Schedule Schedule
 	// Providers lists the provider names POST /runs accepts.
 	Providers []string
-	Now       func() time.Time
-	// Sleep waits until t or ctx ends; tests make the schedule fast.
-	Sleep func(ctx context.Context, d time.Duration) error
+	// Clock is the schedule's clock (nil: the runner's, else the wall
+	// clock): it tells when the next tick is and waits for it.
+	Clock clock.Clock
 
 	wg sync.WaitGroup
 }
 
-func (s *Server) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
+func (s *Server) clock() clock.Clock {
+	switch {
+	case s.Clock != nil:
+		return s.Clock
+	case s.Runner != nil && s.Runner.Clock != nil:
+		return s.Runner.Clock
 	}
-	return time.Now()
+	return clock.System
 }
 
 // ErrBusy means a run for that provider and account is in progress.
@@ -89,28 +93,16 @@ func (s *Server) Wait() { s.wg.Wait() }
 // RunSchedule starts every job at each tick of the schedule until ctx ends.
 // A job still running from the previous tick is skipped, not doubled.
 func (s *Server) RunSchedule(ctx context.Context) {
-	sleep := s.Sleep
-	if sleep == nil {
-		sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-				return nil
-			}
-		}
-	}
+	c := s.clock()
 	for {
-		now := s.now()
+		now := c.Now()
 		next := s.Schedule.Next(now)
 		if next.IsZero() {
 			s.Log.Warn("schedule never fires again")
 			return
 		}
 		s.Log.Info("next scheduled run", "at", next)
-		if err := sleep(ctx, next.Sub(now)); err != nil {
+		if err := c.Sleep(ctx, next.Sub(now)); err != nil {
 			return
 		}
 		for _, j := range s.Jobs {
