@@ -26,6 +26,7 @@ import (
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/report"
+	"github.com/reconciler/reconciler/store"
 )
 
 // Trigger names the demo's runs (triggered_by), so that a kept database
@@ -296,9 +297,11 @@ func openDB(ctx context.Context, path string) (*gorm.DB, error) {
 // firstRun is the database's first demo run; its ID is 0 when there is
 // none.
 func firstRun(ctx context.Context, db *gorm.DB) (models.Run, error) {
-	var first models.Run
-	err := db.WithContext(ctx).Where("triggered_by = ?", Trigger).Order("id").Limit(1).Find(&first).Error
-	return first, err
+	runs, err := dbopen.Store(db, nil).FindRuns(ctx, store.RunQuery{TriggeredBy: Trigger, Ascending: true, Limit: 1})
+	if err != nil || len(runs) == 0 {
+		return models.Run{}, err
+	}
+	return runs[0], nil
 }
 
 // matches reports whether a kept database holds the demo these fakes
