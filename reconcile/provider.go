@@ -125,6 +125,10 @@ type Provider interface {
 var (
 	// ErrLocked means another run holds the lock for the provider and account.
 	ErrLocked = store.ErrLocked
+	// ErrBadWindow means the window asked for cannot be read as asked
+	// (empty or inverted once clamped, or ending in the future): a usage
+	// error, reported before any run is recorded.
+	ErrBadWindow = errors.New("bad window")
 	// ErrInterrupted means the run was stopped (SIGTERM) before it finished.
 	ErrInterrupted = errors.New("run interrupted")
 )

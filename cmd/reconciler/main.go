@@ -118,7 +118,7 @@ func exitCode(err error, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, reconcile.ErrLocked): // some run found its lock held and did nothing
 		return exitLocked
-	case errors.As(err, &ue), errors.As(err, &ce):
+	case errors.As(err, &ue), errors.As(err, &ce), errors.Is(err, reconcile.ErrBadWindow):
 		return exitUsage
 	}
 	return exitFailed
