@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +33,28 @@ type Config struct {
 	Serve     Serve     `yaml:"serve"`
 	Metrics   Metrics   `yaml:"metrics"`
 	Notify    Notify    `yaml:"notify"`
+
+	// sources names where a value came from when that was the environment
+	// (dotted key → "${VAR}" or the variable's name): an error about such a
+	// value names its source, never the value, which may be a secret.
+	sources map[string]string
+}
+
+// fromEnv records that key's value came from src (the environment).
+func (c *Config) fromEnv(key, src string) {
+	if c.sources == nil {
+		c.sources = map[string]string{}
+	}
+	c.sources[key] = src
+}
+
+// show is how an error may print key's value v: quoted, or, when it came
+// from the environment, the name of its source instead.
+func (c Config) show(key, v string) string {
+	if src, ok := c.sources[key]; ok {
+		return "the value from " + src
+	}
+	return Quote(v)
 }
 
 // Notify configures the run summary posted to support's chat.
@@ -168,11 +192,13 @@ func (s Stripe) On() bool {
 // Duration is a time.Duration written as a Go duration ("24h", "90m").
 type Duration time.Duration
 
-// UnmarshalYAML parses a Go duration.
+// UnmarshalYAML parses a Go duration. Its error names only the line: the
+// decoder maps the line to the key and never prints the value, which may
+// have come from the environment.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (write e.g. 24h, 90m, 30s)", n.Line, n.Value)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal into duration", n.Line)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -243,28 +269,28 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 	b, err := readFile(path)
 	switch {
 	case err == nil:
-		if err := decode(b, &cfg, getenv); err != nil {
-			return cfg, &Error{Key: path, Msg: strings.TrimPrefix(err.Error(), "yaml: "), Hint: "see the commented config.yaml in the repository for every key"}
+		if err := decode(b, path, &cfg, getenv); err != nil {
+			return cfg, err
 		}
 	case errors.Is(err, os.ErrNotExist) && !mustExist:
 	default:
 		return cfg, &Error{Key: "--config", Msg: err.Error(), Hint: "pass an existing file or unset RECONCILER_CONFIG"}
 	}
 
-	if v := getenv("DATABASE_URL"); v != "" {
-		cfg.Database.URL = v
-	}
-	if v := getenv("STRIPE_API_BASE"); v != "" {
-		cfg.Providers.Stripe.APIBase = v
-	}
-	if v := getenv("RECONCILER_HTTP_ADDR"); v != "" {
-		cfg.Serve.HTTPAddr = v
-	}
-	if v := getenv("RECONCILER_PUSHGATEWAY_URL"); v != "" {
-		cfg.Metrics.PushgatewayURL = v
-	}
-	if v := getenv("GOCARDLESS_API_BASE"); v != "" {
-		cfg.Providers.GoCardless.APIBase = v
+	for _, o := range []struct {
+		env, key string
+		to       *string
+	}{
+		{"DATABASE_URL", "database.url", &cfg.Database.URL},
+		{"STRIPE_API_BASE", "providers.stripe.api_base", &cfg.Providers.Stripe.APIBase},
+		{"RECONCILER_HTTP_ADDR", "serve.http_addr", &cfg.Serve.HTTPAddr},
+		{"RECONCILER_PUSHGATEWAY_URL", "metrics.pushgateway_url", &cfg.Metrics.PushgatewayURL},
+		{"GOCARDLESS_API_BASE", "providers.gocardless.api_base", &cfg.Providers.GoCardless.APIBase},
+	} {
+		if v := getenv(o.env); v != "" {
+			*o.to = v
+			cfg.fromEnv(o.key, o.env)
+		}
 	}
 	g := &cfg.Providers.GoCardless
 	g.accessToken = getenv("GOCARDLESS_ACCESS_TOKEN")
@@ -297,47 +323,220 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 
 // decode parses YAML, then expands ${VAR} inside each scalar value (never in
 // the YAML text, so a password full of YAML syntax stays a plain string),
-// then decodes strictly: an unknown key is an error.
-func decode(b []byte, cfg *Config, getenv func(string) string) error {
+// then decodes strictly: an unknown key is an error. Its errors name the
+// dotted key and the file's line, and never print a value that came from
+// the environment.
+func decode(b []byte, path string, cfg *Config, getenv func(string) string) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return err
+		return &Error{Key: path, Msg: scrub(strings.TrimPrefix(err.Error(), "yaml: ")), Hint: "fix the YAML syntax there"}
 	}
 	if len(doc.Content) == 0 {
 		return nil // empty or comments only
 	}
-	expand(&doc, getenv)
+	lines := map[string]int{}
+	if err := expand(&doc, "", getenv, cfg, lines); err != nil {
+		return err
+	}
+	if err := wholeNumbers(doc.Content[0], reflect.TypeOf(*cfg), "", path, cfg, lines); err != nil {
+		return err
+	}
 	out, err := yaml.Marshal(&doc)
 	if err != nil {
-		return err
+		return &Error{Key: path, Msg: scrub(err.Error()), Hint: "fix the YAML there"}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(out))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return err
+		return decodeError(err, out, path, cfg, lines)
 	}
 	return nil
 }
 
-func expand(n *yaml.Node, getenv func(string) string) {
-	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
-		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
-			sub := envRef.FindStringSubmatch(m)
-			if v := getenv(sub[1]); v != "" {
-				return v
-			}
-			return sub[3]
-		})
-		// Re-resolve the type from the expanded value ("7.5" is a number);
-		// the encoder quotes it when YAML syntax inside would change it.
-		n.Tag = ""
+var errLine = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// decodeError turns the decoder's first complaint about the re-encoded
+// document out into an *Error naming the dotted key, the line of the
+// original file and the fix.
+func decodeError(err error, out []byte, path string, cfg *Config, lines map[string]int) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg = te.Errors[0]
 	}
-	for _, c := range n.Content {
-		expand(c, getenv)
+	m := errLine.FindStringSubmatch(strings.TrimSpace(msg))
+	if m == nil {
+		return &Error{Key: path, Msg: scrub(msg), Hint: "see the commented config.yaml in the repository for every key"}
+	}
+	var tree yaml.Node
+	_ = yaml.Unmarshal(out, &tree)
+	keys, values := map[int]string{}, map[int]string{}
+	index(&tree, "", keys, values)
+	n, _ := strconv.Atoi(m[1])
+	key, ok := keys[n]
+	if !ok {
+		return &Error{Key: path, Msg: scrub(msg), Hint: "see the commented config.yaml in the repository for every key"}
+	}
+	at := ""
+	if l, ok := lines[key]; ok {
+		at = fmt.Sprintf(" (%s line %d)", path, l)
+	}
+	what := cfg.show(key, values[n])
+	switch {
+	case strings.Contains(m[2], "not found in type"):
+		return &Error{Key: key, Msg: "is not a known key" + at, Hint: "check the spelling; the commented config.yaml in the repository lists every key"}
+	case strings.HasSuffix(m[2], "into duration"):
+		return &Error{Key: key, Msg: what + " is not a duration" + at, Hint: "write e.g. 24h, 90m or 30s"}
+	case strings.HasSuffix(m[2], "into int"):
+		return &Error{Key: key, Msg: what + " is not a whole number" + at, Hint: "write e.g. 100, without quotes or a decimal point"}
+	case strings.HasSuffix(m[2], "into float64"):
+		return &Error{Key: key, Msg: what + " is not a number" + at, Hint: "write e.g. 25 or 7.5"}
+	case strings.HasSuffix(m[2], "into bool"), strings.HasSuffix(m[2], "into *bool"):
+		return &Error{Key: key, Msg: what + " is not true or false" + at, Hint: "write true or false"}
+	case strings.Contains(m[2], "into []"):
+		return &Error{Key: key, Msg: "is not a list" + at, Hint: `write a YAML list, e.g. ["", acct_1]`}
+	case strings.Contains(m[2], "into config."):
+		return &Error{Key: key, Msg: "is not a mapping of keys" + at, Hint: "indent its keys under it"}
+	}
+	return &Error{Key: key, Msg: "has the wrong type" + at, Hint: "see the commented config.yaml in the repository"}
+}
+
+// wholeNumbers rejects a fraction written for an integer key: the decoder
+// would truncate 1.5 to 1 silently.
+func wholeNumbers(n *yaml.Node, t reflect.Type, path, file string, cfg *Config, lines map[string]int) error {
+	switch {
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			for j := 0; j < t.NumField(); j++ {
+				f := t.Field(j)
+				if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name == n.Content[i].Value {
+					if err := wholeNumbers(n.Content[i+1], f.Type, join(path, name), file, cfg, lines); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	case t.Kind() == reflect.Int && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float":
+		return &Error{Key: path, Msg: cfg.show(path, n.Value) + fmt.Sprintf(" is not a whole number (%s line %d)", file, lines[path]), Hint: "write e.g. 100, without a decimal point"}
+	}
+	return nil
+}
+
+// scrub drops the values a YAML message quotes in backticks.
+func scrub(s string) string {
+	return regexp.MustCompile("`[^`]*`").ReplaceAllString(s, "a value")
+}
+
+// index maps each line of n's tree to the dotted key written there, and to
+// the scalar value on it.
+func index(n *yaml.Node, path string, keys, values map[int]string) {
+	mark := func(line int, key string) {
+		if _, ok := keys[line]; !ok {
+			keys[line] = key
+		}
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			index(c, path, keys, values)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			mark(k.Line, p)
+			if v.Kind == yaml.ScalarNode {
+				if _, ok := values[v.Line]; !ok {
+					values[v.Line] = v.Value
+				}
+			}
+			index(v, p, keys, values)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			mark(c.Line, p)
+			if c.Kind == yaml.ScalarNode {
+				if _, ok := values[c.Line]; !ok {
+					values[c.Line] = c.Value
+				}
+			}
+			index(c, p, keys, values)
+		}
+	case yaml.ScalarNode:
+		mark(n.Line, path)
 	}
 }
 
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// expand replaces each ${VAR} and ${VAR:-default} in the scalars under n
+// (at dotted key path), records which keys took a value from the
+// environment, and the original line of every key. An unset ${VAR} without
+// a default is an error naming the key and the variable.
+func expand(n *yaml.Node, path string, getenv func(string) string, cfg *Config, lines map[string]int) error {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := join(path, n.Content[i].Value)
+			lines[p] = n.Content[i].Line
+			if err := expand(n.Content[i+1], p, getenv, cfg, lines); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			lines[p] = c.Line
+			if err := expand(c, p, getenv, cfg, lines); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.DocumentNode, yaml.AliasNode:
+		for _, c := range n.Content {
+			if err := expand(c, path, getenv, cfg, lines); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode || !strings.Contains(n.Value, "${") {
+		return nil
+	}
+	var refs []string
+	var unset string
+	n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
+		sub := envRef.FindStringSubmatch(m)
+		refs = append(refs, "${"+sub[1]+"}")
+		if v := getenv(sub[1]); v != "" {
+			return v
+		}
+		if sub[2] == "" && unset == "" {
+			unset = sub[1]
+		}
+		return sub[3]
+	})
+	if unset != "" {
+		return &Error{Key: path, Msg: fmt.Sprintf("${%s} is not set", unset), Hint: fmt.Sprintf("export %s, or write ${%s:-default} to allow it unset", unset, unset)}
+	}
+	if len(refs) > 0 {
+		cfg.fromEnv(path, strings.Join(refs, ", "))
+	}
+	// Re-resolve the type from the expanded value ("7.5" is a number);
+	// the encoder quotes it when YAML syntax inside would change it.
+	n.Tag = ""
+	return nil
+}
+
 // Validate checks the configuration and returns the first problem found.
+// Every numeric and duration key is checked against its row of Limits.
 func (c Config) Validate() error {
 	if strings.Contains(c.Database.URL, "${") {
 		return &Error{Key: "database.url", Msg: "refers to an unset environment variable", Hint: "set DATABASE_URL"}
@@ -345,87 +544,70 @@ func (c Config) Validate() error {
 	if c.Database.URL == "" && c.Database.SQLitePath == "" {
 		return &Error{Key: "database.sqlite_path", Msg: "is empty and no database URL is set", Hint: "set DATABASE_URL, or name a file for the embedded store"}
 	}
-	if c.Database.MaxOpenConns < 2 {
-		return &Error{Key: "database.max_open_conns", Msg: fmt.Sprintf("%d is too small", c.Database.MaxOpenConns), Hint: "use at least 2: one connection holds the run lock"}
-	}
-	if c.Run.Window.D() <= 0 {
-		return &Error{Key: "run.window", Msg: "must be positive", Hint: "e.g. 24h"}
-	}
-	if c.Run.Overlap.D() < 0 {
-		return &Error{Key: "run.overlap", Msg: "must not be negative", Hint: "e.g. 1h"}
-	}
-	if c.Run.BatchSize < 1 || c.Run.BatchSize > 100000 {
-		return &Error{Key: "run.batch_size", Msg: fmt.Sprintf("%d is out of range", c.Run.BatchSize), Hint: fmt.Sprintf("use 1 to 100000; %d is a good default", reconcile.DefaultBatchSize)}
-	}
-	if c.Run.StuckAfter.D() <= 0 {
-		return &Error{Key: "run.stuck_after", Msg: "must be positive", Hint: "e.g. 72h"}
-	}
-	if c.Run.LockWait.D() < 0 {
-		return &Error{Key: "run.lock_wait", Msg: "must not be negative", Hint: "e.g. 0s (give up at once) or 30s"}
-	}
-	if c.Run.StuckLimit < -1 {
-		return &Error{Key: "run.stuck_limit", Msg: "must be -1 (off) or more", Hint: "e.g. 100"}
+	s, g := c.Providers.Stripe, c.Providers.GoCardless
+	for _, v := range []struct {
+		key string
+		v   float64
+	}{
+		{"database.max_open_conns", float64(c.Database.MaxOpenConns)},
+		{"run.window", float64(c.Run.Window)},
+		{"run.overlap", float64(c.Run.Overlap)},
+		{"run.batch_size", float64(c.Run.BatchSize)},
+		{"run.stuck_after", float64(c.Run.StuckAfter)},
+		{"run.stuck_limit", float64(c.Run.StuckLimit)},
+		{"run.shutdown_grace", float64(c.Run.ShutdownGrace)},
+		{"run.lock_wait", float64(c.Run.LockWait)},
+		{"providers.stripe.requests_per_second", s.RequestsPerSecond},
+		{"providers.stripe.max_retries", float64(s.MaxRetries)},
+		{"providers.stripe.timeout", float64(s.Timeout)},
+		{"providers.gocardless.requests_per_second", g.RequestsPerSecond},
+		{"providers.gocardless.max_retries", float64(g.MaxRetries)},
+		{"providers.gocardless.timeout", float64(g.Timeout)},
+		{"providers.gocardless.stuck_after_working_days", float64(g.StuckAfterWorkingDays)},
+		{"providers.gocardless.event_retention", float64(g.EventRetention)},
+	} {
+		if err := mustLimit(v.key).Check(v.key, v.v, c.sources[v.key]); err != nil {
+			return err
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		return &Error{Key: "log.level", Msg: fmt.Sprintf("unknown level %q", c.Log.Level), Hint: "use debug, info, warn or error"}
+		return &Error{Key: "log.level", Msg: "unknown level " + c.show("log.level", c.Log.Level), Hint: "use debug, info, warn or error"}
 	}
 	switch c.Log.Format {
 	case "auto", "json", "text":
 	default:
-		return &Error{Key: "log.format", Msg: fmt.Sprintf("unknown format %q", c.Log.Format), Hint: "use auto, json or text"}
+		return &Error{Key: "log.format", Msg: "unknown format " + c.show("log.format", c.Log.Format), Hint: "use auto, json or text"}
 	}
-	s := c.Providers.Stripe
 	if !strings.HasPrefix(s.APIBase, "http://") && !strings.HasPrefix(s.APIBase, "https://") {
-		return &Error{Key: "providers.stripe.api_base", Msg: fmt.Sprintf("%q is not an http(s) URL", s.APIBase), Hint: "e.g. https://api.stripe.com, or set STRIPE_API_BASE"}
-	}
-	if s.RequestsPerSecond <= 0 || s.RequestsPerSecond > 1000 {
-		return &Error{Key: "providers.stripe.requests_per_second", Msg: fmt.Sprintf("%g is out of range", s.RequestsPerSecond), Hint: "Stripe allows about 100 reads/s live and 25 in test mode; stay below"}
-	}
-	if s.MaxRetries < 0 {
-		return &Error{Key: "providers.stripe.max_retries", Msg: "must not be negative", Hint: "e.g. 8"}
-	}
-	if s.Timeout.D() <= 0 {
-		return &Error{Key: "providers.stripe.timeout", Msg: "must be positive", Hint: "e.g. 30s"}
+		return &Error{Key: "providers.stripe.api_base", Msg: c.show("providers.stripe.api_base", s.APIBase) + " is not an http(s) URL", Hint: "e.g. https://api.stripe.com, or set STRIPE_API_BASE"}
 	}
 	for i, a := range s.Accounts {
 		if a != "" && !strings.HasPrefix(a, "acct_") {
-			return &Error{Key: fmt.Sprintf("providers.stripe.accounts[%d]", i), Msg: fmt.Sprintf("%q is not a connected account id", a), Hint: `use acct_… or "" for the platform`}
+			return &Error{Key: fmt.Sprintf("providers.stripe.accounts[%d]", i), Msg: c.show(fmt.Sprintf("providers.stripe.accounts[%d]", i), a) + " is not a connected account id", Hint: `use acct_… or "" for the platform`}
 		}
 	}
-	g := c.Providers.GoCardless
 	if g.APIBase != "" && !strings.HasPrefix(g.APIBase, "http://") && !strings.HasPrefix(g.APIBase, "https://") {
-		return &Error{Key: "providers.gocardless.api_base", Msg: fmt.Sprintf("%q is not an http(s) URL", g.APIBase), Hint: "e.g. https://api-sandbox.gocardless.com, or set GOCARDLESS_API_BASE"}
-	}
-	if g.RequestsPerSecond <= 0 || g.RequestsPerSecond > 1000 {
-		return &Error{Key: "providers.gocardless.requests_per_second", Msg: fmt.Sprintf("%g is out of range", g.RequestsPerSecond), Hint: "GoCardless allows 1000 requests a minute per token; stay below about 15"}
-	}
-	if g.MaxRetries < 0 {
-		return &Error{Key: "providers.gocardless.max_retries", Msg: "must not be negative", Hint: "e.g. 8"}
-	}
-	if g.Timeout.D() <= 0 {
-		return &Error{Key: "providers.gocardless.timeout", Msg: "must be positive", Hint: "e.g. 30s"}
-	}
-	if g.StuckAfterWorkingDays < 1 || g.StuckAfterWorkingDays > 60 {
-		return &Error{Key: "providers.gocardless.stuck_after_working_days", Msg: fmt.Sprintf("%d is out of range", g.StuckAfterWorkingDays), Hint: "use 1 to 60; Bacs confirms about 3 working days after submission"}
-	}
-	if g.EventRetention.D() < 0 {
-		return &Error{Key: "providers.gocardless.event_retention", Msg: "must not be negative", Hint: "0s when unknown"}
+		return &Error{Key: "providers.gocardless.api_base", Msg: c.show("providers.gocardless.api_base", g.APIBase) + " is not an http(s) URL", Hint: "e.g. https://api-sandbox.gocardless.com, or set GOCARDLESS_API_BASE"}
 	}
 	if c.Serve.TimeZone != "" {
 		if _, err := time.LoadLocation(c.Serve.TimeZone); err != nil {
-			return &Error{Key: "serve.time_zone", Msg: fmt.Sprintf("unknown time zone %q", c.Serve.TimeZone), Hint: "use an IANA name such as Europe/London or UTC"}
+			return &Error{Key: "serve.time_zone", Msg: "unknown time zone " + c.show("serve.time_zone", c.Serve.TimeZone), Hint: "use an IANA name such as Europe/London or UTC"}
 		}
 	}
 	if _, err := cron.ParseStandard(c.Serve.CronSpec()); err != nil {
-		return &Error{Key: "serve.schedule", Msg: fmt.Sprintf("%q: %v", c.Serve.Schedule, err), Hint: `use five cron fields ("30 2 * * *"), a descriptor (@daily, @every 6h), optionally prefixed CRON_TZ=Europe/London`}
+		msg := c.show("serve.schedule", c.Serve.Schedule) + " is not a schedule"
+		if _, env := c.sources["serve.schedule"]; !env {
+			msg += ": " + scrub(err.Error())
+		}
+		return &Error{Key: "serve.schedule", Msg: msg, Hint: `use five cron fields ("30 2 * * *"), a descriptor (@daily, @every 6h), optionally prefixed CRON_TZ=Europe/London`}
 	}
 	if c.Serve.HTTPAddr == "" || !strings.Contains(c.Serve.HTTPAddr, ":") {
-		return &Error{Key: "serve.http_addr", Msg: fmt.Sprintf("%q is not host:port", c.Serve.HTTPAddr), Hint: "e.g. :8080 or 127.0.0.1:8080; RECONCILER_HTTP_ADDR overrides"}
+		return &Error{Key: "serve.http_addr", Msg: c.show("serve.http_addr", c.Serve.HTTPAddr) + " is not host:port", Hint: "e.g. :8080 or 127.0.0.1:8080; RECONCILER_HTTP_ADDR overrides"}
 	}
 	if u := c.Metrics.PushgatewayURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-		return &Error{Key: "metrics.pushgateway_url", Msg: fmt.Sprintf("%q is not an http(s) URL", u), Hint: "e.g. http://pushgateway.monitoring:9091, or leave empty"}
+		return &Error{Key: "metrics.pushgateway_url", Msg: c.show("metrics.pushgateway_url", u) + " is not an http(s) URL", Hint: "e.g. http://pushgateway.monitoring:9091, or leave empty"}
 	}
 	if u := c.Notify.slackURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
 		return &Error{Key: "RECONCILER_SLACK_WEBHOOK_URL", Msg: "is not an http(s) URL", Hint: "paste the incoming-webhook URL Slack gave you"}
@@ -436,13 +618,26 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ParseTime parses an RFC 3339 time or a date (UTC midnight).
+// Earliest and Latest bound the times ParseTime accepts: no payment
+// provider we read has events before 2000, and a later year than 9999 is
+// a typo; the zero time must never stand for a time the caller wrote.
+var (
+	Earliest = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	Latest   = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// ParseTime parses an RFC 3339 time or a date (UTC midnight), from
+// Earliest to before Latest.
 func ParseTime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t.UTC(), nil
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t, err = time.Parse(time.DateOnly, s)
 	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t.UTC(), nil
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s is neither RFC 3339 (2026-11-01T00:00:00Z) nor a date (2026-11-01)", Quote(s))
 	}
-	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-11-01T00:00:00Z) nor a date (2026-11-01)", s)
+	if t.Before(Earliest) || !t.Before(Latest) {
+		return time.Time{}, fmt.Errorf("%s is out of range (use a time from 2000-01-01 to 9999-12-31)", Quote(s))
+	}
+	return t.UTC(), nil
 }

@@ -145,9 +145,16 @@ func TestLoad(t *testing.T) {
 			check: func(t *testing.T, c Config) { assert.Equal(t, "debug", c.Log.Level) },
 		},
 		{
-			name:  "${VAR} unset expands to empty",
+			name:   "${VAR} unset without a default is an error naming the key and the variable",
+			path:   "c.yaml",
+			files:  map[string]string{"c.yaml": "database:\n  url: ${DATABASE_URL}\n"},
+			errKey: "database.url",
+			errHas: []string{"${DATABASE_URL} is not set", "${DATABASE_URL:-default}"},
+		},
+		{
+			name:  "${VAR:-} allows it unset",
 			path:  "c.yaml",
-			files: map[string]string{"c.yaml": "database:\n  url: ${DATABASE_URL}\n"},
+			files: map[string]string{"c.yaml": "database:\n  url: ${DATABASE_URL:-}\n"},
 			check: func(t *testing.T, c Config) { assert.Equal(t, "", c.Database.URL) },
 		},
 		{
@@ -215,37 +222,38 @@ func TestLoad(t *testing.T) {
 			name:   "unknown key names the key",
 			path:   "c.yaml",
 			files:  map[string]string{"c.yaml": "run:\n  windw: 24h\n"},
-			errKey: "c.yaml",
-			errHas: []string{"windw"},
+			errKey: "run.windw",
+			errHas: []string{"not a known key", "c.yaml line 2"},
 		},
 		{
 			name:   "unknown top-level key names the key",
 			path:   "c.yaml",
 			files:  map[string]string{"c.yaml": "databse:\n  url: x\n"},
-			errKey: "c.yaml",
-			errHas: []string{"databse"},
+			errKey: "databse",
+			errHas: []string{"not a known key"},
 		},
 		{
-			name:   "bad duration names the line",
+			name:   "bad duration names the key and the line",
 			path:   "c.yaml",
 			files:  map[string]string{"c.yaml": "# comment\nrun:\n  window: 24x\n"},
-			errKey: "c.yaml",
-			errHas: []string{"line 3", `"24x"`, "not a duration"},
+			errKey: "run.window",
+			errHas: []string{"c.yaml line 3", `"24x"`, "not a duration", "24h"},
 		},
 		{
-			name:   "bad duration after expansion",
-			path:   "c.yaml",
-			env:    map[string]string{"W": "tomorrow"},
-			files:  map[string]string{"c.yaml": "run:\n  window: ${W}\n"},
-			errKey: "c.yaml",
-			errHas: []string{"line 2", "not a duration"},
+			name:      "bad duration after expansion",
+			path:      "c.yaml",
+			env:       map[string]string{"W": "tomorrow"},
+			files:     map[string]string{"c.yaml": "run:\n  window: ${W}\n"},
+			errKey:    "run.window",
+			errHas:    []string{"line 2", "the value from ${W} is not a duration"},
+			errHasNot: []string{"tomorrow"},
 		},
 		{
 			name:   "wrong type",
 			path:   "c.yaml",
 			files:  map[string]string{"c.yaml": "run:\n  batch_size: lots\n"},
-			errKey: "c.yaml",
-			errHas: []string{"lots"},
+			errKey: "run.batch_size",
+			errHas: []string{`"lots" is not a whole number`},
 		},
 		{
 			name:   "malformed yaml",
@@ -318,6 +326,7 @@ func TestRepositoryConfigYAML(t *testing.T) {
 			// The example states the defaults.
 			want := Default()
 			want.Database.URL = env["DATABASE_URL"]
+			want.sources = c.sources // where the URL came from
 			assert.Equal(t, want, c)
 		})
 	}
