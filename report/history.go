@@ -55,7 +55,8 @@ func RenderHistory(w io.Writer, runs []RunReport, format string) error {
 		cw.Flush()
 		return cw.Error()
 	case "text":
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		sw := &stickyWriter{w: w}
+		tw := tabwriter.NewWriter(sw, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "run\tprovider\taccount\twindow start\tstatus\texamined\trepaired\trefused\treported\tmiss ratio\t")
 		for _, r := range runs {
 			acct := r.Account
@@ -66,8 +67,12 @@ func RenderHistory(w io.Writer, runs []RunReport, format string) error {
 				r.WindowStart.Format(time.RFC3339), r.Status, Thousands(r.Examined), Thousands(r.Repaired), Thousands(r.Refused),
 				Thousands(r.Reported), 100*r.WebhookMissRatio)
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		return sw.err
 	case "md":
+		w := &stickyWriter{w: w}
 		fmt.Fprintf(w, "| run | provider | account | window start | status | examined | repaired | refused | reported | miss ratio |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range runs {
 			acct := r.Account
@@ -77,7 +82,7 @@ func RenderHistory(w io.Writer, runs []RunReport, format string) error {
 			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %d | %d | %d | %d | %.2f%% |\n", r.ID, r.Provider, mdCell(acct),
 				r.WindowStart.Format(time.RFC3339), r.Status, r.Examined, r.Repaired, r.Refused, r.Reported, 100*r.WebhookMissRatio)
 		}
-		return nil
+		return w.err
 	}
 	return fmt.Errorf("unknown report format %q", format)
 }

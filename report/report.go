@@ -450,7 +450,8 @@ func writeCSVRow(cw *csv.Writer, r RunReport, it Item) {
 		MajorUnits(it.AmountRefunded, it.Currency), pt, fmt.Sprint(it.TimeInferred), it.Explanation, it.DashboardURL})
 }
 
-func renderMD(w io.Writer, rep Report) error {
+func renderMD(out io.Writer, rep Report) error {
+	w := &stickyWriter{w: out}
 	for _, r := range rep.Runs {
 		acct := r.Account
 		if acct == "" {
@@ -507,7 +508,27 @@ func renderMD(w io.Writer, rep Report) error {
 		}
 		fmt.Fprintln(w)
 	}
-	return nil
+	return w.err
+}
+
+// stickyWriter keeps the first write error, so that a renderer of many
+// small writes reports a full disk or a closed pipe once, at its end, and
+// writes nothing more after it.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	s.err = err
+	return n, err
 }
 
 // mdCell makes s safe inside a Markdown table cell: a pipe would split the
