@@ -500,14 +500,5 @@ func readAccountsFile(path string) ([]string, error) {
 }
 
 func validAccountID(s string) bool {
-	rest, ok := strings.CutPrefix(s, "acct_")
-	if !ok || rest == "" {
-		return false
-	}
-	for _, r := range rest {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
+	return ValidAccountID(s)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/reconciler/reconciler/config"
@@ -53,7 +52,7 @@ func usagef(format string, a ...any) error { return UsageError{Err: fmt.Errorf(f
 func Plan(cfg config.Config, providers, accounts []string) ([]Job, error) {
 	for _, p := range providers {
 		if !slices.Contains(Providers, p) {
-			return nil, usagef("--provider: unknown provider %q (known: %v)", p, Providers)
+			return nil, usagef("--provider: unknown provider %s (known: %v)", config.Quote(p), Providers)
 		}
 	}
 	if len(providers) == 0 {
@@ -77,10 +76,16 @@ func Plan(cfg config.Config, providers, accounts []string) ([]Job, error) {
 			accounts = []string{""}
 		case len(accounts) == 0:
 			accounts = cfg.Providers.Stripe.Accounts
+			for i, a := range accounts {
+				if a != "" && !ValidAccountID(a) {
+					return nil, &config.Error{Key: fmt.Sprintf("providers.stripe.accounts[%d]", i), Msg: "is not a connected account id",
+						Hint: fmt.Sprintf(`use acct_ and 1 to %d letters and digits, or "" for the platform`, MaxAccountIDLen)}
+				}
+			}
 		}
 		for _, a := range accounts {
-			if a != "" && !strings.HasPrefix(a, "acct_") {
-				return nil, usagef("--account: %q is not a connected account id (acct_…)", a)
+			if a != "" && !ValidAccountID(a) {
+				return nil, usagef("--account: %s is not a connected account id (use acct_ and 1 to %d letters and digits)", config.Quote(a), MaxAccountIDLen)
 			}
 			jobs = append(jobs, Job{Provider: p, Account: a})
 		}
