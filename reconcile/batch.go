@@ -74,7 +74,15 @@ func (e *engine) write(ctx context.Context, p Page, w Check, force ...string) er
 			return err
 		}
 		b.out, b.counts.Settlements = out, settled
-		return e.record(ctx, tx, b)
+		if err := e.record(ctx, tx, b); err != nil {
+			return err
+		}
+		// Last before the commit: a batch never commits once the run's
+		// lock was lost, since another run may hold it now.
+		if e.lock != nil {
+			return e.lock.Held(ctx)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("write batch of %d payments: %w", len(b.order), err)

@@ -251,7 +251,7 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	defer h.releaseLock(ctx)
 	ctx = store.CountTrips(ctx, &h.trips)
 	o, run, log := h.o, &h.run, h.log
-	e := &engine{o: o, st: h.st, ap: h.ap, clock: o.Clock, provider: run.Provider, run: run, log: log, start: h.start,
+	e := &engine{o: o, st: h.st, lock: h.lock, ap: h.ap, clock: o.Clock, provider: run.Provider, run: run, log: log, start: h.start,
 		seen: map[uint64]uint16{}, pending: map[string]bool{}}
 	runErr := e.stream(ctx, h.w)
 	if runErr == nil {
@@ -264,9 +264,23 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	if err := h.ap.finish(wctx); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
+	if h.lock != nil && !errors.Is(runErr, store.ErrLockLost) {
+		// The run's last writes (stuck, finish) are behind it; the record
+		// below claims the window only if the lock held to the end.
+		if err := h.lock.Held(wctx); errors.Is(err, store.ErrLockLost) {
+			runErr = errors.Join(runErr, err)
+		}
+	}
 	fin := o.Clock.Now().UTC()
 	run.FinishedAt = &fin
 	switch {
+	case errors.Is(runErr, store.ErrLockLost):
+		// Another run may hold the lock and be writing: this one stops, and
+		// its record (if that run has not marked it already) says why.
+		run.Status = models.RunInterrupted
+		runErr = fmt.Errorf("lost the run lock: %w", runErr)
+		msg := runErr.Error()
+		run.Error = &msg
 	case runErr == nil:
 		run.Status = models.RunSucceeded
 	case ctx.Err() != nil:
@@ -288,6 +302,31 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	for _, d := range drift {
 		res.Drift[DriftKey{Kind: d.Kind, Action: d.Action}] = d.N
 	}
+	// The final record is written while the lock is held, so that no run
+	// starting in between can mark this one interrupted after its work was
+	// done; FinishRun changes only a run still recorded running, so a run
+	// that lost its lock and was marked interrupted by its successor keeps
+	// that record. (A caller that sees the record and starts the next run
+	// at once may find the lock held for the one statement that releases
+	// it: LockWait covers that.)
+	changed, ferr := h.st.FinishRun(wctx, *run)
+	h.releaseLock(ctx)
+	if ferr != nil {
+		return res, errors.Join(runErr, ferr)
+	}
+	if res.Run, err = h.st.GetRun(wctx, run.ID); err != nil {
+		return res, errors.Join(runErr, fmt.Errorf("reread run: %w", err))
+	}
+	if !changed {
+		// Another run ended this one's record (it took the lock and marked
+		// this run interrupted): the record stands, and this run did not
+		// succeed whatever it did.
+		msg := ""
+		if res.Run.Error != nil {
+			msg = ": " + *res.Run.Error
+		}
+		runErr = errors.Join(runErr, fmt.Errorf("run %d is recorded %s by another run, not %s%s", run.ID, res.Run.Status, run.Status, msg))
+	}
 	last, _, err := store.LastSucceeded(wctx, h.st, run.Provider, run.Account)
 	if err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("read last success: %w", err))
@@ -295,18 +334,8 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	if last.FinishedAt != nil {
 		res.LastSuccess = *last.FinishedAt
 	}
-	if run.Status == models.RunSucceeded && !run.DryRun {
+	if res.Run.Status == models.RunSucceeded && !run.DryRun {
 		res.LastSuccess = fin
-	}
-	// The lock goes before the final record, so that whoever sees the run
-	// ended can start the next one at once. A run starting in between marks
-	// this one interrupted; the update below then records the truth.
-	h.releaseLock(ctx)
-	if err := h.st.FinishRun(wctx, *run); err != nil {
-		return res, errors.Join(runErr, err)
-	}
-	if res.Run, err = h.st.GetRun(wctx, run.ID); err != nil {
-		return res, errors.Join(runErr, fmt.Errorf("reread run: %w", err))
 	}
 	log.Info("run finished", "status", res.Run.Status, "examined", res.Run.Examined, "repaired", res.Run.Repaired,
 		"refused", res.Run.Refused, "synthetic_events", res.Run.SyntheticEvents, "api_requests", res.Run.APIRequests,
@@ -322,11 +351,39 @@ type window struct {
 	afterAt time.Time
 }
 
+// MaxClockSkew is how far in the future an explicit Until may lie: the
+// provider's clock and ours may disagree by a little, and an Until a few
+// minutes ahead (a caller rounding "now" up) reads nothing that is not
+// there. Anything further is a mistake (a date typed wrong, "2099-01-01"):
+// such a run would end before its window and, recorded succeeded, would
+// vouch for a window end in the future.
+const MaxClockSkew = 5 * time.Minute
+
+// minExplicitTime is the earliest Since or Until a caller may ask for: no
+// provider's log reaches back before it, so an earlier time is a sentinel
+// or a typo (the zero time itself means "not set").
+var minExplicitTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // planWindow returns the window actually read and notes on how it was
-// widened or clamped.
+// widened or clamped. The window is validated once, after every clamp: a
+// window that cannot be read as asked (an Until in the future, an explicit
+// window wholly before the provider's horizon, an empty or inverted one) is
+// an error wrapping ErrBadWindow, returned before any run row is written.
 func planWindow(ctx context.Context, o Options, now time.Time) (window, map[string]any, error) {
 	notes := map[string]any{}
 	provider := o.Provider.Name()
+	for _, t := range []struct {
+		name string
+		at   time.Time
+	}{{"since", o.Since}, {"until", o.Until}} {
+		if !t.at.IsZero() && t.at.Before(minExplicitTime) {
+			return window{}, nil, fmt.Errorf("%w: %s %s is before %s", ErrBadWindow, t.name, t.at.UTC().Format(time.RFC3339), minExplicitTime.Format(time.RFC3339))
+		}
+	}
+	if o.Until.After(now.Add(MaxClockSkew)) {
+		return window{}, nil, fmt.Errorf("%w: until %s is in the future (now is %s; at most %s ahead is allowed)",
+			ErrBadWindow, o.Until.UTC().Format(time.RFC3339), now.Format(time.RFC3339), MaxClockSkew)
+	}
 	until := o.Until
 	if until.IsZero() {
 		until = now
@@ -345,9 +402,15 @@ func planWindow(ctx context.Context, o Options, now time.Time) (window, map[stri
 		since = since.Add(-o.Overlap)
 	}
 	if !since.Before(until) {
-		return window{}, nil, fmt.Errorf("empty window: since %s is not before until %s", since.Format(time.RFC3339), until.Format(time.RFC3339))
+		return window{}, nil, fmt.Errorf("%w: empty window: since %s is not before until %s", ErrBadWindow, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
 	}
 	if h := o.Provider.Horizon(now); !h.IsZero() && since.Before(h) {
+		if !until.After(h) {
+			// Clamping would invert the window: nothing of it is in the
+			// provider's log any more.
+			return window{}, nil, fmt.Errorf("%w: the window [%s, %s) lies wholly before the provider's event log begins (%s)",
+				ErrBadWindow, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339), h.UTC().Format(time.RFC3339))
+		}
 		notes["clamped_from"] = since.UTC().Format(time.RFC3339)
 		notes["warning"] = "the window starts before the provider's event retention; changes older than the horizon were not read (object listing is not implemented yet)"
 		since = h
@@ -375,6 +438,7 @@ func planWindow(ctx context.Context, o Options, now time.Time) (window, map[stri
 type engine struct {
 	o        Options
 	st       store.Store
+	lock     store.Lock // nil with SkipLock
 	ap       applier
 	clock    clock.Clock
 	provider string

@@ -601,6 +601,9 @@ func TestLockAndInterruptedBookkeeping(t *testing.T) {
 	var runs int64
 	require.NoError(t, e.db.Model(&models.Run{}).Count(&runs).Error)
 	require.Equal(t, int64(1), runs, "a locked-out run writes nothing")
+	// Closing a pooled connection keeps its session (and the lock): unlock.
+	_, err = conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock_all()`)
+	require.NoError(t, err)
 	require.NoError(t, conn.Close())
 
 	e.run(nil)

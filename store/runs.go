@@ -32,9 +32,15 @@ func LastSucceeded(ctx context.Context, r RunRecord, provider, account string) (
 }
 
 // Checkpoint is the succeeded, non-dry run of (provider, account) whose
-// window reaches furthest: where a default window catches up from.
+// window reaches furthest: where a default window catches up from. A run
+// whose window ends after it finished (an --until in the future, recorded
+// before the engine refused such windows) is no checkpoint: it read only up
+// to when it ran, and counting its window end would disable catch-up until
+// that date. It is ignored rather than capped at its finish, so that the
+// checkpoint is always a window end some run actually recorded reading.
 func Checkpoint(ctx context.Context, r RunRecord, provider, account string) (models.Run, bool, error) {
-	return first(ctx, r, RunQuery{Provider: provider, Account: account, Status: models.RunSucceeded, NotDryRun: true, Order: OrderWindowEnd})
+	return first(ctx, r, RunQuery{Provider: provider, Account: account, Status: models.RunSucceeded, NotDryRun: true,
+		WindowRead: true, Order: OrderWindowEnd})
 }
 
 // LastWriting is the newest non-dry run of (provider, account), whatever

@@ -31,6 +31,11 @@ var (
 	// or a serialization failure; InTx retries it, and it reaches a caller
 	// only when every retry failed too.
 	ErrConflict = errors.New("transaction aborted by a concurrent one")
+	// ErrLockLost means a run lock taken earlier is no longer held: its
+	// PostgreSQL session ended (the backend was terminated, the connection
+	// broke), or the embedded store's lock row names another holder.
+	// Another run may hold the lock now.
+	ErrLockLost = errors.New("the run lock is no longer held")
 )
 
 // Store is one database holding reconciler's schema.
@@ -47,6 +52,9 @@ type Store interface {
 	// TryLock takes the run lock named key, or returns ErrLocked at once.
 	// The lock outlives no process: PostgreSQL releases a dead session's
 	// advisory lock; the embedded store takes over a dead local holder's.
+	// A held lock costs no connection of the store's pool: on PostgreSQL it
+	// lives on a connection of its own, outside the pool's budget, so N
+	// concurrent runs never starve their own transactions of connections.
 	TryLock(ctx context.Context, key string) (Lock, error)
 
 	RunRecord
@@ -58,6 +66,12 @@ type Store interface {
 type Lock interface {
 	// Release gives the lock up; it is safe to call once.
 	Release(ctx context.Context) error
+	// Held returns nil while the lock is still this holder's, and an error
+	// wrapping ErrLockLost once it is not (another run may have taken it).
+	// It is one cheap round trip; the engine asks before every commit, so
+	// that no batch commits after the lock was lost. Other errors (ctx
+	// ended) mean it could not tell.
+	Held(ctx context.Context) error
 }
 
 // RunRecord is the one owner of reconciliation_runs and of the run's carry
@@ -70,8 +84,12 @@ type RunRecord interface {
 	// It returns how many it marked.
 	InterruptOthers(ctx context.Context, provider, account string, runID int64, at time.Time, msg string) (int64, error)
 	// FinishRun records how run r ended: status, finished_at, error and
-	// api_requests (the batch counters are written by Tx.AddCounts).
-	FinishRun(ctx context.Context, r models.Run) error
+	// api_requests (the batch counters are written by Tx.AddCounts). It
+	// changes only a run still recorded running: a run that another one has
+	// already marked interrupted (InterruptOthers) keeps that record. It
+	// reports whether it changed the row; false with a nil error means the
+	// record says otherwise (GetRun tells what).
+	FinishRun(ctx context.Context, r models.Run) (bool, error)
 	// GetRun reads one run; ErrNotFound when there is none.
 	GetRun(ctx context.Context, id int64) (models.Run, error)
 	// FindRuns lists runs matching q, newest first unless q says otherwise.
@@ -271,6 +289,10 @@ type RunQuery struct {
 	Trigger, TriggeredBy string
 	// NotDryRun drops dry runs.
 	NotDryRun bool
+	// WindowRead drops runs whose window ends after they finished: such a
+	// run could not have read its whole window (the provider's log has
+	// nothing from the future), so it vouches for no window end.
+	WindowRead bool
 	// Order is the column runs are sorted by, descending: OrderID (the
 	// default), OrderFinished or OrderWindowEnd; Ascending reverses it.
 	// Runs not finished sort last in either direction; ties go by id.

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/clock"
@@ -67,43 +69,127 @@ func (s *Store) PaymentsInWindow(ctx context.Context, q store.PaymentQuery) ([]m
 	return s.Base.PaymentsInWindow(ctx, q, inRange)
 }
 
-// lock is a session-level advisory lock on one connection, released by the
-// server if the process dies (DESIGN section 8).
+// lock is a session-level advisory lock on a connection of its own,
+// released by the server if the process dies (DESIGN section 8).
 type lock struct {
-	conn *sql.Conn
+	conn lockConn
 	key  string
 }
+
+// lockConn is the connection a lock lives on.
+type lockConn interface {
+	exec(ctx context.Context, q string, args ...any) error
+	queryBool(ctx context.Context, q string, args ...any) (bool, error)
+	close(ctx context.Context) error
+}
+
+// pgxConn is a connection of its own, opened with the pool's DSN.
+type pgxConn struct{ c *pgx.Conn }
+
+func (p pgxConn) exec(ctx context.Context, q string, args ...any) error {
+	_, err := p.c.Exec(ctx, q, args...)
+	return err
+}
+
+func (p pgxConn) queryBool(ctx context.Context, q string, args ...any) (bool, error) {
+	var ok bool
+	err := p.c.QueryRow(ctx, q, args...).Scan(&ok)
+	return ok, err
+}
+
+func (p pgxConn) close(ctx context.Context) error { return p.c.Close(ctx) }
+
+// poolConn is a connection taken from the pool: only when the gorm
+// connection was opened over an existing pool and names no DSN.
+type poolConn struct{ c *sql.Conn }
+
+func (p poolConn) exec(ctx context.Context, q string, args ...any) error {
+	_, err := p.c.ExecContext(ctx, q, args...)
+	return err
+}
+
+func (p poolConn) queryBool(ctx context.Context, q string, args ...any) (bool, error) {
+	var ok bool
+	err := p.c.QueryRowContext(ctx, q, args...).Scan(&ok)
+	return ok, err
+}
+
+func (p poolConn) close(context.Context) error {
+	if err := p.c.Close(); !errors.Is(err, sql.ErrConnDone) {
+		return err
+	}
+	return nil
+}
+
+// lockConnection opens the connection a lock lives on. It is NOT one of
+// the pool's: a run holds its lock for its whole life, so N concurrent
+// runs holding N pool connections would leave none for their own batch
+// transactions against a pool of N and deadlock. The lock's connection is
+// opened with the pool's DSN (the same database, user and search_path),
+// outside the pool's budget: a deployment running N runs at once uses up
+// to N connections more than its pool size. Only a gorm connection opened
+// over an existing pool (no DSN to dial) falls back to one of the pool's.
+func (s *Store) lockConnection(ctx context.Context) (lockConn, error) {
+	if d, ok := s.DB.Dialector.(*postgres.Dialector); ok && d.Config != nil && d.DSN != "" {
+		c, err := pgx.Connect(ctx, d.DSN)
+		if err != nil {
+			return nil, err
+		}
+		return pgxConn{c}, nil
+	}
+	sqlDB, err := s.DB.DB()
+	if err != nil {
+		return nil, err
+	}
+	c, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return poolConn{c}, nil
+}
+
+const lockID = `hashtextextended(current_schema() || '/reconciler/' || $1, 0)`
 
 // TryLock implements store.Store: an advisory lock keyed by the current
 // schema and key, so that deployments sharing a database in different
 // schemas do not block each other.
 func (s *Store) TryLock(ctx context.Context, key string) (store.Lock, error) {
-	sqlDB, err := s.DB.DB()
-	if err != nil {
-		return nil, err
-	}
-	conn, err := sqlDB.Conn(ctx)
+	conn, err := s.lockConnection(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("lock connection: %w", err)
 	}
-	var ok bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/reconciler/' || $1, 0))`, key).Scan(&ok); err != nil {
-		_ = conn.Close()
+	ok, err := conn.queryBool(ctx, `SELECT pg_try_advisory_lock(`+lockID+`)`, key)
+	if err != nil {
+		_ = conn.close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("take run lock: %w", err)
 	}
 	if !ok {
-		_ = conn.Close()
+		_ = conn.close(context.WithoutCancel(ctx))
 		return nil, store.ErrLocked
 	}
 	return &lock{conn: conn, key: key}, nil
 }
 
 func (l *lock) Release(ctx context.Context) error {
-	_, err := l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/reconciler/' || $1, 0))`, l.key)
-	if cerr := l.conn.Close(); err == nil && !errors.Is(cerr, sql.ErrConnDone) {
+	err := l.conn.exec(ctx, `SELECT pg_advisory_unlock(`+lockID+`)`, l.key)
+	if cerr := l.conn.close(ctx); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// Held implements store.Lock. A session advisory lock is released only by
+// an unlock or by the end of its session, so the session answering on the
+// lock's own connection is the lock still held; a terminated backend or a
+// broken connection fails the query.
+func (l *lock) Held(ctx context.Context) error {
+	if _, err := l.conn.queryBool(ctx, `SELECT true`); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("%w: its connection failed: %w", store.ErrLockLost, err)
+	}
+	return nil
 }
 
 // tx is one transaction's batch statements.

@@ -33,6 +33,15 @@ func TestStoreSuite(t *testing.T) {
 		DB:        dbOf,
 		WithClock: func(s store.Store, c clock.Clock) store.Store { return pgstore.New(dbOf(s), c) },
 		Precision: time.Microsecond,
+		LoseLock: func(t *testing.T, s store.Store, key string) {
+			db := dbOf(s)
+			var schema string
+			require.NoError(t, db.Raw(`SELECT current_schema()`).Scan(&schema).Error)
+			pid := holderIn(t, db, schema, key)
+			require.NotZero(t, pid, "the lock is a session advisory lock")
+			require.NoError(t, db.Exec(`SELECT pg_terminate_backend(?)`, pid).Error)
+			require.Eventually(t, func() bool { return holderIn(t, db, schema, key) == 0 }, 10*time.Second, 10*time.Millisecond)
+		},
 	})
 }
 
@@ -135,10 +144,16 @@ func TestIsConflict(t *testing.T) {
 // schema, or 0.
 func advisoryHolder(t *testing.T, db *pgtest.DB, key string) int64 {
 	t.Helper()
+	return holderIn(t, db.DB, db.Schema, key)
+}
+
+// holderIn is the backend holding the store's run lock key in schema, or 0.
+func holderIn(t *testing.T, db *gorm.DB, schema, key string) int64 {
+	t.Helper()
 	var pid int64
 	require.NoError(t, db.Raw(`SELECT coalesce(max(pid), 0) FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND objsubid = 1
-		  AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(? || '/reconciler/' || ?, 0)`, db.Schema, key).Scan(&pid).Error)
+		  AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(? || '/reconciler/' || ?, 0)`, schema, key).Scan(&pid).Error)
 	return pid
 }
 
@@ -177,4 +192,37 @@ func TestLocksOfSchemasAreApart(t *testing.T) {
 	require.NoError(t, err, "a deployment in another schema of the same database does not block this one")
 	require.NoError(t, la.Release(ctx))
 	require.NoError(t, lb.Release(ctx))
+}
+
+// The lock's connection is its own, outside the pool: runs holding locks
+// never starve their own transactions of pool connections.
+func TestLockConnectionIsOutsideThePool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	sqlDB, err := db.DB.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(1)
+	st := pgstore.New(db.DB, nil)
+	var locks []store.Lock
+	for _, key := range []string{"stripe/", "stripe/acct_1", "gocardless/"} {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		l, err := st.TryLock(tctx, key)
+		cancel()
+		require.NoError(t, err, key)
+		locks = append(locks, l)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, st.InTx(tctx, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.LoadPayments(ctx, "stripe", []string{"pi_a"})
+		return err
+	}), "three held locks leave the pool of one free")
+	var inUse int
+	require.NoError(t, db.Raw(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`).Scan(&inUse).Error)
+	require.GreaterOrEqual(t, inUse, 3)
+	for _, l := range locks {
+		require.NoError(t, l.Held(ctx))
+		require.NoError(t, l.Release(ctx))
+	}
 }

@@ -121,6 +121,21 @@ func (l *lock) Release(ctx context.Context) error {
 	return l.db.WithContext(ctx).Exec(`DELETE FROM run_locks WHERE key = ? AND pid = ?`, l.key, os.Getpid()).Error
 }
 
+// Held implements store.Lock: the lock row still names this host and
+// process.
+func (l *lock) Held(ctx context.Context) error {
+	host, _ := os.Hostname()
+	var n int64
+	if err := l.db.WithContext(ctx).Raw(`SELECT count(*) FROM run_locks WHERE key = ? AND host = ? AND pid = ?`,
+		l.key, host, os.Getpid()).Scan(&n).Error; err != nil {
+		return fmt.Errorf("read run lock: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: its row no longer names this process", store.ErrLockLost)
+	}
+	return nil
+}
+
 // tx is one transaction's batch statements.
 type tx struct{ c *sqlbase.Conn }
 

@@ -45,6 +45,10 @@ func TestStoreSuite(t *testing.T) {
 		DB:        dbOf,
 		WithClock: func(s store.Store, c clock.Clock) store.Store { return sqlitestore.New(dbOf(s), c) },
 		Precision: time.Millisecond,
+		LoseLock: func(t *testing.T, s store.Store, key string) {
+			// Another process took the lock over (this one was thought dead).
+			require.NoError(t, dbOf(s).Exec(`UPDATE run_locks SET pid = ? WHERE key = ?`, os.Getppid(), key).Error)
+		},
 	})
 }
 

@@ -29,6 +29,7 @@ var inTxTests = []test{
 
 var lockTests = []test{
 	{"TryLock", testTryLock},
+	{"HeldUntilLost", testHeld},
 }
 
 var clockTests = []test{
@@ -268,6 +269,25 @@ func testTryLock(t *testing.T, e *env) {
 		require.NoError(t, err, k)
 		require.NoError(t, l.Release(e.ctx))
 	}
+}
+
+// Held says whether the lock is still the holder's: nil while it is,
+// ErrLockLost once the dialect lost it, and the lost lock is free for
+// another holder (the run that takes over).
+func testHeld(t *testing.T, e *env) {
+	l, err := e.s.TryLock(e.ctx, "stripe/")
+	require.NoError(t, err)
+	other, err := e.s.TryLock(e.ctx, "stripe/acct_1")
+	require.NoError(t, err)
+	require.NoError(t, l.Held(e.ctx))
+	require.NoError(t, l.Held(e.ctx), "asking twice changes nothing")
+
+	e.o.LoseLock(t, e.s, "stripe/")
+	require.ErrorIs(t, l.Held(e.ctx), store.ErrLockLost)
+	require.ErrorIs(t, l.Held(e.ctx), store.ErrLockLost, "a lost lock stays lost")
+	require.NoError(t, other.Held(e.ctx), "losing one key's lock loses no other")
+	_ = l.Release(e.ctx) // its session is gone or its row another's; releasing it is harmless
+	require.NoError(t, other.Release(e.ctx))
 }
 
 // stamped is every stamp the statements write, read back.

@@ -18,9 +18,11 @@ var runTests = []test{
 	{"GetRunNotFound", testGetRunNotFound},
 	{"InterruptOthers", testInterruptOthers},
 	{"FinishRun", testFinishRun},
+	{"FinishRunChangesOnlyARunningRun", testFinishRunGuarded},
 	{"FindRuns", testFindRuns},
 	{"FindRunsOrdersByTheInstant", testFindRunsOrdersByTheInstant},
 	{"NamedRuns", testNamedRuns},
+	{"CheckpointIgnoresAWindowFromTheFuture", testCheckpointFuture},
 	{"DriftCounts", testDriftCounts},
 	{"ForgetCarry", testForgetCarry},
 	{"ForgetDeadCarry", testForgetDeadCarry},
@@ -85,16 +87,54 @@ func testFinishRun(t *testing.T, e *env) {
 	at := e.t0().Add(time.Hour)
 	// The batch counters are AddCounts's: FinishRun writes status,
 	// finished_at, error and api_requests only.
-	require.NoError(t, e.st.FinishRun(e.ctx, models.Run{ID: r.ID, Status: models.RunFailed, FinishedAt: &at, Error: ptr("provider: HTTP 500"),
-		APIRequests: 42, Examined: 999, Repaired: 999, Provider: "changed"}))
+	changed, err := e.st.FinishRun(e.ctx, models.Run{ID: r.ID, Status: models.RunFailed, FinishedAt: &at, Error: ptr("provider: HTTP 500"),
+		APIRequests: 42, Examined: 999, Repaired: 999, Provider: "changed"})
+	require.NoError(t, err)
+	require.True(t, changed)
 	want.Status, want.FinishedAt, want.Error, want.APIRequests = models.RunFailed, &at, ptr("provider: HTTP 500"), 42
 	require.Equal(t, want, e.getRun(r.ID))
 
+	s := e.run(models.Run{})
+	want = e.getRun(s.ID)
 	later := at.Add(time.Minute)
-	require.NoError(t, e.st.FinishRun(e.ctx, models.Run{ID: r.ID, Status: models.RunSucceeded, FinishedAt: &later, APIRequests: 43}))
+	changed, err = e.st.FinishRun(e.ctx, models.Run{ID: s.ID, Status: models.RunSucceeded, FinishedAt: &later, APIRequests: 43})
+	require.NoError(t, err)
+	require.True(t, changed)
 	want.Status, want.FinishedAt, want.Error, want.APIRequests = models.RunSucceeded, &later, nil, 43
-	require.Equal(t, want, e.getRun(r.ID))
+	require.Equal(t, want, e.getRun(s.ID))
 	require.Equal(t, normalRun(other), e.getRun(other.ID))
+}
+
+// A run another one marked interrupted (it lost its lock and the other took
+// it) keeps that record: FinishRun changes only a running run, and says so.
+func testFinishRunGuarded(t *testing.T, e *env) {
+	a := e.run(models.Run{})
+	b := e.run(models.Run{})
+	n, err := e.st.InterruptOthers(e.ctx, "stripe", "", b.ID, e.t0(), "did not finish; found by run b")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	want := e.getRun(a.ID)
+	require.Equal(t, models.RunInterrupted, want.Status)
+	at := e.t0().Add(time.Hour)
+	for _, status := range []string{models.RunSucceeded, models.RunFailed, models.RunInterrupted} {
+		changed, err := e.st.FinishRun(e.ctx, models.Run{ID: a.ID, Status: status, FinishedAt: &at, APIRequests: 7})
+		require.NoError(t, err)
+		require.False(t, changed, status)
+		require.Equal(t, want, e.getRun(a.ID), "an interrupted run is not flipped to %s", status)
+	}
+	// An ended run is not ended again either.
+	changed, err := e.st.FinishRun(e.ctx, models.Run{ID: b.ID, Status: models.RunSucceeded, FinishedAt: &at})
+	require.NoError(t, err)
+	require.True(t, changed)
+	wantB := e.getRun(b.ID)
+	changed, err = e.st.FinishRun(e.ctx, models.Run{ID: b.ID, Status: models.RunFailed, FinishedAt: &at, Error: ptr("late")})
+	require.NoError(t, err)
+	require.False(t, changed)
+	require.Equal(t, wantB, e.getRun(b.ID))
+	// A run that does not exist changes nothing and is no error.
+	changed, err = e.st.FinishRun(e.ctx, models.Run{ID: b.ID + 1000, Status: models.RunSucceeded, FinishedAt: &at})
+	require.NoError(t, err)
+	require.False(t, changed)
 }
 
 // fixtureRuns are the runs FindRuns and the named reads choose from; the
@@ -104,16 +144,17 @@ func (e *env) fixtureRuns() map[int]models.Run {
 	h := time.Hour
 	fin := func(d time.Duration) *time.Time { return ptr(t0.Add(d)) }
 	runs := []models.Run{
-		1: {Status: models.RunSucceeded, Trigger: models.TriggerSchedule, WindowEnd: t0.Add(h), FinishedAt: fin(3 * h)},
+		1: {Status: models.RunSucceeded, Trigger: models.TriggerSchedule, WindowEnd: t0.Add(h), FinishedAt: fin(7 * h)},
 		2: {Status: models.RunSucceeded, Trigger: models.TriggerManual, TriggeredBy: "alice", DryRun: true, WindowEnd: t0.Add(2 * h), FinishedAt: fin(2 * h)},
 		3: {Status: models.RunFailed, Trigger: models.TriggerAPI, TriggeredBy: "bob", WindowEnd: t0.Add(3 * h), FinishedAt: fin(h)},
 		4: {Account: "acct_1", Status: models.RunSucceeded, Trigger: models.TriggerSchedule, WindowEnd: t0, FinishedAt: fin(4 * h)},
 		5: {Provider: "gocardless", Status: models.RunRunning, Trigger: models.TriggerSchedule, WindowEnd: t0.Add(5 * h)},
 		6: {Status: models.RunRunning, Trigger: models.TriggerAPI, TriggeredBy: "bob", WindowEnd: t0.Add(4 * h)},
 		// Ties run 1 on both times.
-		7: {Status: models.RunInterrupted, Trigger: models.TriggerSchedule, WindowEnd: t0.Add(h), FinishedAt: fin(3 * h)},
-		// The furthest window, finished before run 1.
-		8: {Status: models.RunSucceeded, Trigger: models.TriggerSchedule, WindowEnd: t0.Add(6 * h), FinishedAt: fin(150 * time.Minute)},
+		7: {Status: models.RunInterrupted, Trigger: models.TriggerSchedule, WindowEnd: t0.Add(h), FinishedAt: fin(7 * h)},
+		// The furthest window, finished before run 1 (and not before its
+		// window's end: Checkpoint ignores a run that did).
+		8: {Status: models.RunSucceeded, Trigger: models.TriggerSchedule, WindowEnd: t0.Add(6 * h), FinishedAt: fin(6 * h)},
 	}
 	out := map[int]models.Run{}
 	for i := 1; i < len(runs); i++ {
@@ -208,7 +249,9 @@ func testFindRunsOrdersByTheInstant(t *testing.T, e *env) {
 	dead := models.Run{Provider: "gocardless", WindowStart: t0, WindowEnd: t0, StartedAt: t0, Status: models.RunRunning,
 		Trigger: models.TriggerSchedule, Notes: models.JSON(`{}`)}
 	require.NoError(t, e.st.CreateRun(e.ctx, &dead))
-	require.NoError(t, e.st.FinishRun(e.ctx, models.Run{ID: running.ID, Status: models.RunSucceeded, FinishedAt: ptr(t0.Add(time.Hour).In(west))}))
+	changed, err := e.st.FinishRun(e.ctx, models.Run{ID: running.ID, Status: models.RunSucceeded, FinishedAt: ptr(t0.Add(time.Hour).In(west))})
+	require.NoError(t, err)
+	require.True(t, changed)
 	_, err = e.st.InterruptOthers(e.ctx, "gocardless", "", running.ID, t0.Add(30*time.Minute).In(east), "died")
 	require.NoError(t, err)
 	got, err := e.st.FindRuns(e.ctx, store.RunQuery{Provider: "gocardless", Order: store.OrderFinished})
@@ -248,6 +291,27 @@ func testNamedRuns(t *testing.T, e *env) {
 		require.True(t, ok, c.name)
 		require.Equal(t, normalRun(runs[c.want]), normalRun(r), c.name)
 	}
+}
+
+// A run whose window ends after it finished read only up to when it ran:
+// it is no checkpoint, whatever its window end says (issue 12: one --until
+// in the future disabled catch-up until that date).
+func testCheckpointFuture(t *testing.T, e *env) {
+	t0 := e.t0()
+	h := time.Hour
+	fin := func(d time.Duration) *time.Time { return ptr(t0.Add(d)) }
+	read := e.run(models.Run{Status: models.RunSucceeded, WindowEnd: t0, FinishedAt: fin(h)})
+	e.run(models.Run{Status: models.RunSucceeded, WindowEnd: t0.Add(100 * 24 * 365 * h), FinishedAt: fin(2 * h)})
+	e.run(models.Run{Status: models.RunSucceeded, WindowEnd: t0.Add(3 * h), FinishedAt: fin(2*h + time.Minute)})
+	edge := e.run(models.Run{Status: models.RunSucceeded, WindowEnd: t0.Add(-h), FinishedAt: fin(-h)})
+	c, ok, err := store.Checkpoint(e.ctx, e.st, "stripe", "")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, read.ID, c.ID, "the furthest window a run finished reading")
+
+	got, err := e.st.FindRuns(e.ctx, store.RunQuery{Provider: "stripe", WindowRead: true, Order: store.OrderWindowEnd})
+	require.NoError(t, err)
+	require.Equal(t, []int64{read.ID, edge.ID}, ids(got), "a window ending as its run finished was read")
 }
 
 func testDriftCounts(t *testing.T, e *env) {
@@ -309,7 +373,9 @@ func testForgetDeadCarry(t *testing.T, e *env) {
 		carry{otherAccount.ID, "pi_a", `{"run": 1}`}, carry{otherProvider.ID, "pi_a", `{"run": 1}`})
 
 	// The caller's own carry survives even once its run has ended.
-	require.NoError(t, e.st.FinishRun(e.ctx, models.Run{ID: me.ID, Status: models.RunSucceeded, FinishedAt: ptr(e.t0())}))
+	changed, err := e.st.FinishRun(e.ctx, models.Run{ID: me.ID, Status: models.RunSucceeded, FinishedAt: ptr(e.t0())})
+	require.NoError(t, err)
+	require.True(t, changed)
 	require.NoError(t, e.st.ForgetDeadCarry(e.ctx, "stripe", "", me.ID))
 	e.requireCarries(carry{me.ID, "pi_a", `{"run": 1}`}, carry{alive.ID, "pi_a", `{"run": 1}`},
 		carry{otherAccount.ID, "pi_a", `{"run": 1}`}, carry{otherProvider.ID, "pi_a", `{"run": 1}`})

@@ -38,6 +38,10 @@ type Options struct {
 	// count milliseconds). The suite's times are multiples of it, and must
 	// come back exactly.
 	Precision time.Duration
+	// LoseLock takes the run lock named key away from its holder the way
+	// the dialect loses one: PostgreSQL terminates the backend of the lock's
+	// session; the embedded store's row is taken over by another holder.
+	LoseLock func(t *testing.T, s store.Store, key string)
 }
 
 // Run runs the suite. open returns a fresh, migrated, empty database's
@@ -49,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 	require.NotNil(t, o.DB, "storetest: Options.DB is nil")
 	require.NotNil(t, o.WithClock, "storetest: Options.WithClock is nil")
 	require.Positive(t, o.Precision, "storetest: Options.Precision is not set")
+	require.NotNil(t, o.LoseLock, "storetest: Options.LoseLock is nil")
 	h := &harness{open: open, o: o}
 	groups := []struct {
 		name  string

@@ -319,14 +319,17 @@ func (b *Base) InterruptOthers(ctx context.Context, provider, account string, ru
 	return res.RowsAffected, nil
 }
 
-// FinishRun implements store.RunRecord.
-func (b *Base) FinishRun(ctx context.Context, r models.Run) error {
-	if err := b.db(ctx).Model(&models.Run{}).Where("id = ?", r.ID).Updates(map[string]any{
+// FinishRun implements store.RunRecord: guarded on the run's own state, so
+// that a run another one marked interrupted (it lost its lock) is not
+// flipped back.
+func (b *Base) FinishRun(ctx context.Context, r models.Run) (bool, error) {
+	res := b.db(ctx).Model(&models.Run{}).Where("id = ? AND status = ?", r.ID, models.RunRunning).Updates(map[string]any{
 		"status": r.Status, "finished_at": utcPtr(r.FinishedAt), "error": r.Error, "api_requests": r.APIRequests,
-	}).Error; err != nil {
-		return fmt.Errorf("record run end: %w", b.Translate(err))
+	})
+	if res.Error != nil {
+		return false, fmt.Errorf("record run end: %w", b.Translate(res.Error))
 	}
-	return nil
+	return res.RowsAffected > 0, nil
 }
 
 // GetRun implements store.RunRecord.
@@ -364,6 +367,11 @@ func (b *Base) FindRuns(ctx context.Context, q store.RunQuery) ([]models.Run, er
 	}
 	if q.NotDryRun {
 		db = db.Where("NOT dry_run")
+	}
+	if q.WindowRead {
+		// Both dialects keep the run record's times in UTC (utcPtr), so
+		// the comparison is of instants on SQLite's text too.
+		db = db.Where("finished_at IS NOT NULL AND window_end <= finished_at")
 	}
 	order := store.OrderID
 	switch q.Order {
