@@ -213,10 +213,24 @@ func (s *Service) sizePool(workers int) {
 	}
 	configured := s.Config.Database.MaxOpenConns
 	if n := dbopen.RoomForRuns(s.DB, configured, workers); n > 0 {
-		s.logger().Info("database pool raised for concurrent accounts (one lock and one writing connection each)",
+		s.logger().Info("database pool raised for concurrent accounts (one lock and one writing connection each, and the readers' headroom)",
 			"max_open_conns", n, "configured", configured, "concurrency", workers)
 	}
 }
+
+// MaxRuns is how many runs at once the process's database pool has room
+// for without raising it (dbopen.RunsFor: database.max_open_conns less the
+// readers' headroom, over each run's connections): serve's bound.
+func (s *Service) MaxRuns() int {
+	if s.DB == nil {
+		return DefaultConcurrency
+	}
+	return dbopen.RunsFor(s.DB, s.Config.Database.MaxOpenConns)
+}
+
+// MakeRoom raises the database pool, when it must, for n runs at once
+// (dbopen.RoomForRuns): a bound above MaxRuns needs it.
+func (s *Service) MakeRoom(n int) { s.sizePool(n) }
 
 // Batch is what RunAll did: one outcome per job, in the jobs' order.
 type Batch struct {

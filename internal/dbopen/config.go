@@ -64,14 +64,46 @@ func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 	return db, nil
 }
 
+// PoolHeadroom is how many pooled connections are kept beside the runs'
+// for the short readers: serve's /readyz ping and migration check, GET
+// /runs and GET /runs/{id}, so that those never queue behind a run.
+const PoolHeadroom = 2
+
+// ConnsPerRun is the most pooled connections one run holds at once. On
+// PostgreSQL it is 2: the connection of the run's advisory lock, held for
+// the whole run, and one to write (issue 12 moves the lock's connection out
+// of the pool; this stays 2 until that lands, which only leaves more room).
+// The embedded store's lock is a row: a run holds one connection at a time.
+func ConnsPerRun(db *gorm.DB) int {
+	if db.Dialector.Name() == "sqlite" {
+		return 1
+	}
+	return 2
+}
+
+// RunsFor is how many runs at once db's pool has room for, headroom kept:
+// (pool - PoolHeadroom) / ConnsPerRun, at least 1. The pool is the
+// configured size on PostgreSQL (database.max_open_conns, default 10: 4
+// runs), the pool SQLite opened with otherwise (4: 2 runs, whose writes
+// SQLite serialises anyway).
+func RunsFor(db *gorm.DB, configured int) int {
+	pool := configured
+	if db.Dialector.Name() == "sqlite" {
+		if sqlDB, err := db.DB(); err == nil {
+			pool = sqlDB.Stats().MaxOpenConnections
+		}
+	}
+	return max(1, (pool-PoolHeadroom)/ConnsPerRun(db))
+}
+
 // RoomForRuns makes room in db's pool for n runs at once. A PostgreSQL run
 // holds one connection for its advisory lock and needs another to write, so
-// a pool of configured connections no larger than the number of runs could
-// deadlock: it is raised to 2n. The embedded store's lock is a row, and its
-// pool stays as SQLite opened it. It returns the pool's new size, 0 when it
-// did not change.
+// a pool no larger than the connections of the runs could deadlock: it is
+// raised to ConnsPerRun*n + PoolHeadroom. The embedded store's lock is a
+// row, and its pool stays as SQLite opened it. It returns the pool's new
+// size, 0 when it did not change.
 func RoomForRuns(db *gorm.DB, configured, n int) int {
-	need := 2 * n
+	need := ConnsPerRun(db)*n + PoolHeadroom
 	if n < 2 || db.Dialector.Name() == "sqlite" || configured >= need {
 		return 0
 	}
