@@ -4,11 +4,14 @@
 package serve
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -50,8 +53,80 @@ type Server struct {
 	// Clock is the schedule's clock (nil: the runner's, else the wall
 	// clock): it tells when the next tick is and waits for it.
 	Clock clock.Clock
+	// MaxRuns bounds the runs in flight, scheduled and ad-hoc together
+	// (0: Runner.MaxRuns(), what the database pool has room for). Beyond
+	// it POST /runs answers 429 and a scheduled job waits for a slot until
+	// the next tick, then is skipped with a warning.
+	MaxRuns int
+	// Timeouts are the HTTP server's (zero fields: the defaults below).
+	Timeouts Timeouts
 
-	wg sync.WaitGroup
+	slotsOnce sync.Once
+	slots     chan struct{} // one token per run in flight
+	mu        sync.Mutex
+	closing   bool // shutting down: no run starts
+	wg        sync.WaitGroup
+}
+
+// Timeouts are the HTTP server's; a zero field takes the default.
+type Timeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+const (
+	// DefaultReadHeaderTimeout: a request's headers are a few hundred
+	// bytes; a client that cannot send them in 5 s is holding a connection
+	// open (slowloris), not sending a request.
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultReadTimeout bounds headers and body together: the largest
+	// body accepted is 64 KiB of JSON (maxBody).
+	DefaultReadTimeout = 15 * time.Second
+	// DefaultWriteTimeout bounds the handler and its answer: the largest is
+	// a run's report (GET /runs/{id}), a few database reads.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes idle keep-alive connections: reconnecting
+	// is cheap for the few callers of this API, a held socket is not. A
+	// load balancer in front should idle out sooner.
+	DefaultIdleTimeout = 30 * time.Second
+
+	// maxBody is the largest POST /runs body read.
+	maxBody = 1 << 16
+	// readyzTimeout bounds /readyz's database checks: a pool that cannot
+	// hand out a connection in 2 s is not ready, and the probe must answer
+	// before Kubernetes' default probe timeout gives up on it.
+	readyzTimeout = 2 * time.Second
+	// startTimeout bounds starting a run (the lock, the window, the run's
+	// row) on top of run.lock_wait. Starting is not interrupted by
+	// shutdown, so that a recorded run always reaches Execute, which
+	// records it interrupted.
+	startTimeout = 30 * time.Second
+	// retryAfter is what a caller refused for want of a run slot is told
+	// to wait, in seconds.
+	retryAfter = "10"
+)
+
+func (t Timeouts) orDefaults() Timeouts {
+	or := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	return Timeouts{ReadHeader: or(t.ReadHeader, DefaultReadHeaderTimeout), Read: or(t.Read, DefaultReadTimeout),
+		Write: or(t.Write, DefaultWriteTimeout), Idle: or(t.Idle, DefaultIdleTimeout)}
+}
+
+// Bound is how many runs may be in flight at once.
+func (s *Server) Bound() int {
+	s.slotsOnce.Do(func() {
+		n := s.MaxRuns
+		if n <= 0 {
+			n = s.Runner.MaxRuns()
+		}
+		s.Runner.MakeRoom(n)
+		s.slots = make(chan struct{}, n)
+	})
+	return cap(s.slots)
 }
 
 func (s *Server) clock() clock.Clock {
@@ -64,36 +139,81 @@ func (s *Server) clock() clock.Clock {
 	return clock.System
 }
 
-// ErrBusy means a run for that provider and account is in progress.
-var ErrBusy = errors.New("a run for this provider and account is in progress")
+var (
+	// ErrBusy means a run for that provider and account is in progress.
+	ErrBusy = errors.New("a run for this provider and account is in progress")
+	// ErrTooManyRuns means every run slot (Server.MaxRuns) is taken.
+	ErrTooManyRuns = errors.New("too many runs in progress; retry later")
+	// ErrShuttingDown means the server is stopping and starts no run.
+	ErrShuttingDown = errors.New("the server is shutting down")
+)
 
-// Start begins a run and returns its id once it is recorded; the work goes
-// on in the background under ctx (cancel it to interrupt every run). With
-// ErrBusy it returns the id of the run in progress, when it can tell.
+// Start begins a run if a run slot is free (else ErrTooManyRuns) and returns
+// its id once it is recorded; the work goes on in the background under ctx
+// (cancel it to interrupt every run). With ErrBusy it returns the id of the
+// run in progress, when it can tell.
 func (s *Server) Start(ctx context.Context, req runner.Request) (int64, error) {
-	run, err := s.Runner.Start(ctx, req)
+	s.Bound()
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return 0, ErrTooManyRuns
+	}
+	return s.launch(ctx, req)
+}
+
+// launch starts req in the run slot its caller holds, and gives the slot
+// back once the run has ended or did not start.
+func (s *Server) launch(ctx context.Context, req runner.Request) (int64, error) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		<-s.slots
+		return 0, ErrShuttingDown
+	}
+	s.wg.Add(1) // before Wait can be called: Wait follows closing
+	s.mu.Unlock()
+	end := func() { <-s.slots; s.wg.Done() }
+	// Starting is short and not interrupted: once the run's row is
+	// recorded, Execute must run to record how it ended (interrupted, when
+	// ctx is already done), so that no row is left running.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout+s.Runner.Config.Run.LockWait.D())
+	defer cancel()
+	run, err := s.Runner.Start(sctx, req)
 	if errors.Is(err, reconcile.ErrLocked) {
-		running, _, _ := s.Runner.Runs().Running(ctx, req.Provider, req.Account)
+		end()
+		running, _, _ := s.Runner.Runs().Running(sctx, req.Provider, req.Account)
 		return running.ID, ErrBusy
 	}
 	if err != nil {
+		end()
 		return 0, err
 	}
-	s.wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer end()
 		_, _ = run.Execute(ctx)
 	}()
 	return run.ID(), nil
+}
+
+// stopStarting refuses every later start (ErrShuttingDown).
+func (s *Server) stopStarting() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
 }
 
 // Wait blocks until every run started here has ended.
 func (s *Server) Wait() { s.wg.Wait() }
 
 // RunSchedule starts every job at each tick of the schedule until ctx ends.
-// A job still running from the previous tick is skipped, not doubled.
+// A job still running from the previous tick is skipped, not doubled. With
+// every run slot taken, a job waits for one until the next tick; those still
+// waiting then are skipped with a warning (never queued across ticks) and
+// go first at the next tick.
 func (s *Server) RunSchedule(ctx context.Context) {
 	c := s.clock()
+	first := 0
 	for {
 		now := c.Now()
 		next := s.Schedule.Next(now)
@@ -105,16 +225,48 @@ func (s *Server) RunSchedule(ctx context.Context) {
 		if err := c.Sleep(ctx, next.Sub(now)); err != nil {
 			return
 		}
-		for _, j := range s.Jobs {
-			id, err := s.Start(ctx, runner.Request{Job: j, Trigger: models.TriggerSchedule, TriggeredBy: "schedule"})
-			switch {
-			case errors.Is(err, ErrBusy):
-				s.Log.Warn("skipping scheduled run: the previous one is still in progress", "provider", j.Provider, "account", j.Account, "run_id", id)
-			case err != nil:
-				s.Log.Error("scheduled run did not start", "provider", j.Provider, "account", j.Account, "error", err)
+		first = s.tick(ctx, first, s.Schedule.Next(next))
+	}
+}
+
+// tick starts the jobs from first on, in turn, each once a run slot is
+// free, until the next tick at until. It returns the first job skipped for
+// want of a slot (first when none was).
+func (s *Server) tick(ctx context.Context, first int, until time.Time) int {
+	n := len(s.Jobs)
+	if n == 0 {
+		return 0
+	}
+	s.Bound()
+	c := s.clock()
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if !until.IsZero() {
+		go func() { _ = c.Sleep(tctx, until.Sub(c.Now())); cancel() }()
+	}
+	for i := range n {
+		k := (first + i) % n
+		j := s.Jobs[k]
+		select {
+		case s.slots <- struct{}{}:
+		case <-tctx.Done():
+			if ctx.Err() == nil {
+				s.Log.Warn("skipping scheduled runs: no free run slot before the next tick", "skipped", n-i,
+					"max_runs", cap(s.slots), "first_skipped_provider", j.Provider, "first_skipped_account", j.Account)
 			}
+			return k
+		}
+		id, err := s.launch(ctx, runner.Request{Job: j, Trigger: models.TriggerSchedule, TriggeredBy: "schedule"})
+		switch {
+		case errors.Is(err, ErrBusy):
+			s.Log.Warn("skipping scheduled run: the previous one is still in progress", "provider", j.Provider, "account", j.Account, "run_id", id)
+		case errors.Is(err, ErrShuttingDown):
+			return k
+		case err != nil:
+			s.Log.Error("scheduled run did not start", "provider", j.Provider, "account", j.Account, "error", err)
 		}
 	}
+	return first
 }
 
 // ListenAndServe serves the API on addr and runs the schedule until ctx
@@ -129,13 +281,17 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	if err != nil {
 		return &config.Error{Key: "serve.http_addr", Msg: err.Error(), Hint: "pick a free address, or set RECONCILER_HTTP_ADDR"}
 	}
-	hs := &http.Server{Handler: s.Handler(runCtx), ReadHeaderTimeout: 10 * time.Second}
+	t := s.Timeouts.orDefaults()
+	hs := &http.Server{Handler: s.Handler(runCtx), ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read,
+		WriteTimeout: t.Write, IdleTimeout: t.Idle, ErrorLog: slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug)}
+	s.Log.Info("run bound", "max_runs", s.Bound())
 	listening(ln.Addr().String())
 	go s.RunSchedule(runCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
 	case err := <-errc:
+		s.stopStarting()
 		cancelRuns()
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
@@ -143,6 +299,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	s.Log.Info("shutting down", "grace", grace)
 	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
+	s.stopStarting()
 	cancelRuns()
 	_ = hs.Shutdown(gctx)
 	done := make(chan struct{})
@@ -159,20 +316,22 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 // Handler is the HTTP API. Runs it starts live under base (the server's
 // lifetime), not the request's.
 func (s *Server) Handler(base context.Context) http.Handler {
+	s.Bound()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.Metrics.Handler())
-	mux.HandleFunc("POST /runs", s.auth(func(w http.ResponseWriter, r *http.Request, caller string) { s.postRun(base, w, r, caller) }))
-	mux.HandleFunc("GET /runs", s.auth(s.listRuns))
-	mux.HandleFunc("GET /runs/{id}", s.auth(s.getRun))
+	callers := digests(s.Tokens)
+	mux.HandleFunc("POST /runs", auth(callers, func(w http.ResponseWriter, r *http.Request, caller string) { s.postRun(base, w, r, caller) }))
+	mux.HandleFunc("GET /runs", auth(callers, s.listRuns))
+	mux.HandleFunc("GET /runs/{id}", auth(callers, s.getRun))
 	return mux
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), readyzTimeout)
 	defer cancel()
 	sqlDB, err := s.Runner.DB.DB()
 	if err == nil {
@@ -190,17 +349,34 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// auth checks the bearer token against every configured token in constant
-// time and passes the caller's name on.
-func (s *Server) auth(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+// caller is one API caller: its name and its token's SHA-256.
+type caller struct {
+	name   string
+	digest [sha256.Size]byte
+}
+
+func digests(tokens map[string]string) []caller {
+	out := make([]caller, 0, len(tokens))
+	for name, t := range tokens {
+		out = append(out, caller{name: name, digest: sha256.Sum256([]byte(t))})
+	}
+	return out
+}
+
+// auth checks the bearer token against every configured token and passes
+// the caller's name on. It compares SHA-256 digests, which are of equal
+// length whatever the tokens', in constant time, and checks every token,
+// so that neither a token's length nor its place shows in the time taken.
+func auth(callers []caller, next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header.Get("Authorization")
 		token, ok := strings.CutPrefix(h, "Bearer ")
 		caller := ""
 		if ok && token != "" {
-			for name, t := range s.Tokens {
-				if subtle.ConstantTimeCompare([]byte(token), []byte(t)) == 1 {
-					caller = name
+			d := sha256.Sum256([]byte(token))
+			for _, c := range callers {
+				if subtle.ConstantTimeCompare(d[:], c.digest[:]) == 1 {
+					caller = c.name
 				}
 			}
 		}
@@ -228,7 +404,21 @@ type runBody struct {
 }
 
 func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Request, caller string) {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("the body is larger than %d bytes", maxBody)})
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "could not read the body"})
+		return
+	}
+	if key, err := oneObject(raw); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON body: " + err.Error(), Field: key})
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var b runBody
 	if err := dec.Decode(&b); err != nil {
@@ -256,12 +446,15 @@ func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Re
 		bad("provider", fmt.Sprintf("unknown or unconfigured provider %q (configured: %s)", *b.Provider, strings.Join(s.Providers, ", ")))
 		return
 	}
-	if b.Account != "" && !strings.HasPrefix(b.Account, "acct_") {
-		bad("account", fmt.Sprintf("%q is not a connected account id (acct_…); omit it for the platform", b.Account))
+	if b.Account != "" && !runner.ValidAccountID(b.Account) {
+		shown := b.Account
+		if len(shown) > 40 {
+			shown = shown[:40] + "…"
+		}
+		bad("account", fmt.Sprintf("%q is not a connected account id (acct_ and 1 to %d letters or digits); omit it for the platform", shown, runner.MaxAccountIDLen))
 		return
 	}
 	req := runner.Request{Job: runner.Job{Provider: *b.Provider, Account: b.Account}, DryRun: b.DryRun, Trigger: models.TriggerAPI, TriggeredBy: caller}
-	var err error
 	if b.Since != "" {
 		if req.Since, err = config.ParseTime(b.Since); err != nil {
 			bad("since", err.Error())
@@ -282,6 +475,13 @@ func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Re
 	switch {
 	case errors.Is(err, ErrBusy):
 		writeJSON(w, http.StatusConflict, apiError{Error: err.Error(), RunID: id})
+		return
+	case errors.Is(err, ErrTooManyRuns):
+		w.Header().Set("Retry-After", retryAfter)
+		writeJSON(w, http.StatusTooManyRequests, apiError{Error: fmt.Sprintf("%v (at most %d at once)", err, s.Bound())})
+		return
+	case errors.Is(err, ErrShuttingDown):
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
 		return
 	case err != nil:
 		s.Log.Error("ad-hoc run did not start", "error", err, "caller", caller)
@@ -322,8 +522,8 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, _ string) {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ string) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id < 1 {
+	id, err := parseRunID(r.PathValue("id"))
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "run id must be a positive integer", Field: "id"})
 		return
 	}
@@ -373,6 +573,7 @@ func TokensFromEnv(getenv func(string) string) (map[string]string, error) {
 // lines and # comments are ignored. The error never contains a token.
 func ParseTokens(s string) (map[string]string, error) {
 	out := map[string]string{}
+	owner := map[string]string{} // token → its name
 	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' })
 	for i, f := range fields {
 		f = strings.TrimSpace(f)
@@ -390,7 +591,11 @@ func ParseTokens(s string) (map[string]string, error) {
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("API token name %q appears twice", name)
 		}
+		if other, dup := owner[token]; dup {
+			return nil, fmt.Errorf("API token names %q and %q share a token: give each caller its own", other, name)
+		}
 		out[name] = token
+		owner[token] = name
 	}
 	return out, nil
 }

@@ -34,3 +34,18 @@ func TestParseTokens(t *testing.T) {
 		t.Fatalf("empty: %v %v", got, err)
 	}
 }
+
+func TestParseTokensRefusesASharedToken(t *testing.T) {
+	_, err := ParseTokens("finance:shared-token-0123456789, ops:shared-token-0123456789")
+	if err == nil {
+		t.Fatal("a shared token accepted")
+	}
+	if !strings.Contains(err.Error(), `"finance"`) || !strings.Contains(err.Error(), `"ops"`) || strings.Contains(err.Error(), "shared-token") {
+		t.Fatalf("error %q: want both names, not the token", err)
+	}
+	if _, err := TokensFromEnv(func(k string) string {
+		return map[string]string{"RECONCILER_API_TOKENS": "a:shared-token-0123456789,b:shared-token-0123456789"}[k]
+	}); err == nil || !strings.Contains(err.Error(), "RECONCILER_API_TOKENS") {
+		t.Fatalf("TokensFromEnv: %v", err)
+	}
+}

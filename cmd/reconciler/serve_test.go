@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +35,13 @@ type served struct {
 // startServe starts `reconciler serve` on a loopback port with schedule.
 func startServe(t *testing.T, w *world, schedule string) *served {
 	t.Helper()
-	cfg := writeFile(t, "serve:\n  schedule: \""+schedule+"\"\nrun:\n  stuck_limit: -1\n  batch_size: 20\n")
+	return startServeWith(t, w, "serve:\n  schedule: \""+schedule+"\"\nrun:\n  stuck_limit: -1\n  batch_size: 20\n")
+}
+
+// startServeWith starts `reconciler serve` with the configuration yaml.
+func startServeWith(t *testing.T, w *world, yaml string) *served {
+	t.Helper()
+	cfg := writeFile(t, yaml)
 	cmd := exec.Command(binary, "serve", "--config", cfg)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "RECONCILER_HTTP_ADDR=127.0.0.1:0",
 		"RECONCILER_API_TOKENS=finance:" + financeToken + ",ops:ops-token-0123456789abcdef"}
@@ -274,4 +282,139 @@ func TestRunPushesMetricsToAPushgateway(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("nothing pushed")
 	}
+}
+
+// 40 ad-hoc runs for distinct accounts at once and 12 accounts on a
+// schedule every second, on the default pool (database.max_open_conns 10):
+// every run ends or is refused with a reason, /readyz answers 200 all along,
+// and after SIGTERM no run is left running.
+func TestServeUnderLoadNeverWedges(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	var accounts []string
+	for i := range 12 {
+		a := fmt.Sprintf("acct_sched%02d", i)
+		accounts = append(accounts, a)
+		w.fake.Account(a).Generate(stripefake.GenOptions{Payments: 150, Start: w.now.Add(-5 * time.Hour), End: w.now.Add(-time.Hour), Seed: int64(i + 1)})
+	}
+	for i := range 40 {
+		w.fake.Account(fmt.Sprintf("acct_adhoc%02d", i)).Generate(stripefake.GenOptions{Payments: 20, Start: w.now.Add(-5 * time.Hour), End: w.now.Add(-time.Hour), Seed: int64(i + 100)})
+	}
+	w.fake.SetLatency(20 * time.Millisecond)
+	s := startServeWith(t, w, "serve:\n  schedule: \"@every 1s\"\nrun:\n  stuck_limit: -1\n  batch_size: 20\nproviders:\n  stripe:\n    accounts: ["+strings.Join(accounts, ", ")+"]\n")
+
+	// /readyz, every 50 ms, until the end.
+	stopProbe := make(chan struct{})
+	probed := make(chan [2]int, 1)
+	go func() {
+		ok, notOK := 0, 0
+		for {
+			select {
+			case <-stopProbe:
+				probed <- [2]int{ok, notOK}
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			c := http.Client{Timeout: 5 * time.Second}
+			resp, err := c.Get(s.base + "/readyz")
+			if err == nil && resp.StatusCode == 200 {
+				ok++
+			} else {
+				notOK++
+			}
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+
+	type answer struct {
+		code       int
+		id         int64
+		reason     string
+		retryAfter string
+	}
+	answers := make([]answer, 40)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", s.base+"/runs", strings.NewReader(fmt.Sprintf(`{"provider":"stripe","account":"acct_adhoc%02d"}`, i)))
+			req.Header.Set("Authorization", "Bearer "+financeToken)
+			c := http.Client{Timeout: 20 * time.Second}
+			resp, err := c.Do(req)
+			if err != nil {
+				answers[i] = answer{reason: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			var b map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&b)
+			a := answer{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+			if id, ok := b["id"].(float64); ok {
+				a.id = int64(id)
+			}
+			a.reason, _ = b["error"].(string)
+			answers[i] = a
+		})
+	}
+	wg.Wait()
+	accepted, refused := 0, 0
+	for i, a := range answers {
+		switch a.code {
+		case 202:
+			accepted++
+			r := s.waitRun(t, a.id)
+			require.Equal(t, models.RunSucceeded, r.Status, "run %d", a.id)
+		case 429:
+			refused++
+			require.Contains(t, a.reason, "too many runs", i)
+			require.NotEmpty(t, a.retryAfter, i)
+		case 409:
+			t.Fatalf("POST %d: 409 for a distinct account", i)
+		default:
+			t.Fatalf("POST %d: %d %q", i, a.code, a.reason)
+		}
+	}
+	require.Positive(t, accepted)
+
+	// The schedule keeps going: each of its accounts runs within a few ticks.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int64
+		require.NoError(t, w.db.Raw(`SELECT count(DISTINCT account) FROM reconciliation_runs WHERE trigger = 'schedule' AND status = 'succeeded'`).Scan(&n).Error)
+		if n == 12 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "only %d of 12 scheduled accounts ran\n%s", n, s.stderr.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(stopProbe)
+	p := <-probed
+	require.Zero(t, p[1], "/readyz answered other than 200 %d times of %d", p[1], p[0]+p[1])
+	require.Contains(t, s.stderr.String(), "max_runs")
+
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not exit within the grace period")
+	}
+	require.Equal(t, 0, s.cmd.ProcessState.ExitCode(), s.stderr.String())
+	var running, interrupted, total int64
+	require.NoError(t, w.db.Raw(`SELECT count(*) FROM reconciliation_runs WHERE status = 'running'`).Scan(&running).Error)
+	require.NoError(t, w.db.Raw(`SELECT count(*) FROM reconciliation_runs WHERE status = 'interrupted'`).Scan(&interrupted).Error)
+	require.NoError(t, w.db.Raw(`SELECT count(*) FROM reconciliation_runs`).Scan(&total).Error)
+	require.Zero(t, running, "runs left running after SIGTERM")
+	t.Logf("ad-hoc: %d accepted, %d refused (429); /readyz: %d answers, all 200; runs recorded: %d, %d of them interrupted by SIGTERM",
+		accepted, refused, p[0], total, interrupted)
+}
+
+func TestServeRefusesSharedTokens(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	res := cli(t, w.with("RECONCILER_API_TOKENS", "finance:"+financeToken+",ops:"+financeToken, "RECONCILER_HTTP_ADDR", "127.0.0.1:0"), "serve")
+	require.Equal(t, 2, res.code, res.stderr)
+	require.Contains(t, res.stderr, `"finance"`)
+	require.Contains(t, res.stderr, `"ops"`)
+	require.NotContains(t, res.stderr, financeToken)
 }
