@@ -264,17 +264,25 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	if err := h.ap.finish(wctx); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
-	if h.lock != nil && !errors.Is(runErr, store.ErrLockLost) {
+	// stopped: the run stopped because a batch found its lock lost.
+	stopped := errors.Is(runErr, store.ErrLockLost)
+	if h.lock != nil && !stopped {
 		// The run's last writes (stuck, finish) are behind it; the record
 		// below claims the window only if the lock held to the end.
 		if err := h.lock.Held(wctx); errors.Is(err, store.ErrLockLost) {
-			runErr = errors.Join(runErr, err)
+			if runErr == nil {
+				runErr, stopped = err, true
+			} else {
+				// It failed (or was stopped) for another reason first; that
+				// stays its status, and the error says the lock went too.
+				runErr = errors.Join(runErr, fmt.Errorf("lost the run lock: %w", err))
+			}
 		}
 	}
 	fin := o.Clock.Now().UTC()
 	run.FinishedAt = &fin
 	switch {
-	case errors.Is(runErr, store.ErrLockLost):
+	case stopped:
 		// Another run may hold the lock and be writing: this one stops, and
 		// its record (if that run has not marked it already) says why.
 		run.Status = models.RunInterrupted
