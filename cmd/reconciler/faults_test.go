@@ -293,8 +293,12 @@ func TestFaultDatabaseConnectionCutMidBatch(t *testing.T) {
 	runs := w.runs(t)
 	require.Len(t, runs, 1)
 	cutRun := runs[0]
-	require.Contains(t, []string{models.RunFailed, models.RunRunning}, cutRun.Status)
-	if cutRun.Status == models.RunFailed {
+	// Failed when the cut hit a batch's statement; interrupted when it hit
+	// the lock's connection first (the batch checks it holds the lock
+	// before it commits); running when the final record could not be
+	// written either. Each is the truth.
+	require.Contains(t, []string{models.RunFailed, models.RunInterrupted, models.RunRunning}, cutRun.Status)
+	if cutRun.Status != models.RunRunning {
 		require.NotNil(t, cutRun.Error)
 	}
 	assertBatchesWhole(t, w)
@@ -307,7 +311,7 @@ func TestFaultDatabaseConnectionCutMidBatch(t *testing.T) {
 	if cutRun.Status == models.RunRunning {
 		require.Equal(t, models.RunInterrupted, runs[0].Status, "the next run marks a run left running interrupted")
 	} else {
-		require.Equal(t, models.RunFailed, runs[0].Status)
+		require.Equal(t, cutRun.Status, runs[0].Status, "an ended run's record is never rewritten")
 	}
 	require.Equal(t, models.RunSucceeded, runs[1].Status)
 	assertProviderStates(t, w, runs[0].ID, runs[1].ID)
