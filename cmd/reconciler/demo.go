@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/demo"
 )
 
@@ -22,6 +23,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	htmlFile := fs.String("html", "reconciler-demo.html", "write the HTML report to this file")
 	verbose := fs.Bool("v", false, "log at info level (default: warnings only)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := config.CheckFlagInt("--payments", int64(*payments)); err != nil {
+		return err
+	}
+	if err := config.CheckFlagInt("--seed", *seed); err != nil {
 		return err
 	}
 	level := slog.LevelWarn

@@ -98,7 +98,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "reconciler: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "reconciler: unknown command %s (run reconciler help for the commands)\n", config.Quote(args[0]))
 		return exitUsage
 	}
 	return exitCode(err, stderr)
@@ -112,7 +112,8 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "reconciler: %v\n", err)
+	// One line, whatever the error quotes: no value can forge a log line.
+	fmt.Fprintf(stderr, "reconciler: %s\n", config.OneLine(err.Error()))
 	var ue usageError
 	var ce *config.Error
 	switch {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/reconciler/reconciler/store"
 )
 
-func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
 	fs := newFlagSet("report", stderr)
 	cfgPath := fs.String("config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
 	runID := fs.Int64("run", 0, "the run to render")
@@ -37,14 +38,19 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if n != 1 {
 		return usagef("report: give exactly one of --run ID, --last or --history N")
 	}
-	if *runID < 0 || *history < 0 || *history > 1000 {
-		return usagef("report: --run must be positive and --history 1 to 1000")
+	if *runID < 0 {
+		return usagef("--run: %d is not a run id (use a positive id from reconciler runs list, or --last)", *runID)
+	}
+	if given(fs, "history") {
+		if err := config.CheckFlagInt("--history", int64(*history)); err != nil {
+			return err
+		}
 	}
 	if !report.ValidFormat(*format) {
-		return usagef("--format: unknown format %q (use json, csv, md, html or text)", *format)
+		return usagef("--format: unknown format %s (use json, csv, md, html or text)", config.Quote(*format))
 	}
 	if *account != "" && *provider == "" {
-		return usagef("--account needs --provider")
+		return usagef("--account needs --provider (give --provider stripe with it)")
 	}
 	cfg, err := loadConfig(*cfgPath, getenv)
 	if err != nil {
@@ -64,7 +70,11 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		if err != nil {
 			return usagef("--output: %v", err)
 		}
-		defer f.Close()
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("write %s: %w", *output, cerr)
+			}
+		}()
 		out = f
 	}
 	if *history > 0 {

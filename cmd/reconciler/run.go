@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/report"
 	"github.com/reconciler/reconciler/runner"
 )
@@ -22,7 +24,7 @@ type runFlags struct {
 	batchSize, concurrency                                              int
 }
 
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
 	var f runFlags
 	fs := newFlagSet("run", stderr)
 	fs.StringVar(&f.config, "config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
@@ -54,33 +56,36 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if err != nil {
 		return err
 	}
-	if f.window != "" {
-		d, err := time.ParseDuration(f.window)
-		if err != nil || d <= 0 {
-			return usagef("--window: %q is not a positive duration (write e.g. 24h, 90m)", f.window)
+	if given(fs, "window") {
+		d, err := config.ParseFlagDuration("--window", f.window)
+		if err != nil {
+			return err
 		}
 		cfg.Run.Window = config.Duration(d)
 	}
 	if !report.ValidFormat(f.format) {
-		return usagef("--format: unknown format %q (use json, csv, md, html or text)", f.format)
+		return usagef("--format: unknown format %s (use json, csv, md, html or text)", config.Quote(f.format))
 	}
 	switch f.trigger {
 	case models.TriggerManual, models.TriggerSchedule, models.TriggerAPI:
 	default:
-		return usagef("--trigger: unknown trigger %q (use manual, schedule or api)", f.trigger)
+		return usagef("--trigger: unknown trigger %s (use manual, schedule or api)", config.Quote(f.trigger))
 	}
-	if f.lockWait != "" {
-		d, err := time.ParseDuration(f.lockWait)
-		if err != nil || d < 0 {
-			return usagef("--lock-wait: %q is not a duration (write e.g. 30s)", f.lockWait)
+	if given(fs, "lock-wait") {
+		d, err := config.ParseFlagDuration("--lock-wait", f.lockWait)
+		if err != nil {
+			return err
 		}
 		cfg.Run.LockWait = config.Duration(d)
 	}
-	if f.batchSize != 0 {
-		if f.batchSize < 1 {
-			return usagef("--batch-size: must be positive")
+	if given(fs, "batch-size") {
+		if err := config.CheckFlagInt("--batch-size", int64(f.batchSize)); err != nil {
+			return err
 		}
 		cfg.Run.BatchSize = f.batchSize
+	}
+	if err := config.CheckFlagInt("--concurrency", int64(f.concurrency)); err != nil {
+		return err
 	}
 	jobs, err := runner.Plan(cfg, f.providers, f.accounts)
 	if err != nil {
@@ -96,7 +101,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		if err != nil {
 			return usagef("--report: %v", err)
 		}
-		defer rf.Close()
+		defer func() {
+			if cerr := rf.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("write report %s: %w", f.reportFile, cerr)
+			}
+		}()
 		out = rf
 	}
 
@@ -147,7 +156,21 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			return fmt.Errorf("write report: %w", err)
 		}
 	}
+	if err := badWindow(batch); err != nil {
+		return err
+	}
 	return batch.Err()
+}
+
+// badWindow is the engine's refusal of the window asked for
+// (reconcile.ErrBadWindow, before any run row): a usage error, exit 2.
+func badWindow(b runner.Batch) error {
+	for _, o := range b.Outcomes {
+		if errors.Is(o.Err, reconcile.ErrBadWindow) {
+			return usagef("%s: %v (give --since and --until no later than now, --since first)", o.Job, o.Err)
+		}
+	}
+	return nil
 }
 
 // triggeredBy names who started a manual run, for the run record.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -30,18 +29,31 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args, turning any flag error into a usage error.
+// parseFlags parses args, turning any flag error into a usage error: one
+// line naming the flag, never the flag package's usage dump (that is -h's).
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
 			return err
 		}
-		return usageError{Err: fmt.Errorf("%s: %w", fs.Name(), err)}
+		return usagef("%s: %v (run reconciler %s -h for its flags)", fs.Name(), err, fs.Name())
 	}
 	if fs.NArg() > 0 {
-		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+		return usagef("%s: unexpected argument %s (flags come before nothing else; run reconciler %s -h)", fs.Name(), config.Quote(fs.Arg(0)), fs.Name())
 	}
 	return nil
+}
+
+// given reports whether flag name was set on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // loadConfig reads and validates the configuration.
@@ -110,7 +122,7 @@ func parseWindow(sinceFlag, untilFlag string) (since, until time.Time, err error
 		}
 	}
 	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
-		return since, until, usagef("--since %s must be before --until %s", sinceFlag, untilFlag)
+		return since, until, usagef("--since %s must be before --until %s (swap them, or widen the window)", config.Quote(sinceFlag), config.Quote(untilFlag))
 	}
 	return since, until, nil
 }

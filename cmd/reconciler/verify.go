@@ -76,11 +76,14 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	case sample < 1:
 		return false, usagef("--sample: %d is not a positive number of payments (write e.g. --sample 100, or --all)", sample)
 	case output != "table" && output != "json":
-		return false, usagef("-o: unknown output %q (use table or json)", output)
+		return false, usagef("-o: unknown output %s (use table or json)", config.Quote(output))
+	}
+	if err := config.CheckFlagInt("--sample", int64(sample)); err != nil {
+		return false, err
 	}
 	seedN := uint64(time.Now().UnixNano())
 	if _, err := fmt.Sscan(seed, &seedN); seed != "" && err != nil {
-		return false, usagef("--seed: %q is not a non-negative integer", seed)
+		return false, usagef("--seed: %s is not a non-negative integer (write e.g. --seed 42)", config.Quote(seed))
 	}
 
 	cfg, err := loadConfig(f.config, getenv)
@@ -92,7 +95,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return false, err
 	}
 	if !since.IsZero() && until.IsZero() && !since.Before(time.Now()) {
-		return false, usagef("--since %s is in the future: the window would be empty", f.since)
+		return false, usagef("--since %s is in the future: the window would be empty (give an earlier --since)", config.Quote(f.since))
 	}
 	jobs, err := runner.Plan(cfg, f.providers, f.accounts)
 	if err != nil {
