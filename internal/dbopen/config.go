@@ -69,21 +69,15 @@ func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 // /runs and GET /runs/{id}, so that those never queue behind a run.
 const PoolHeadroom = 2
 
-// ConnsPerRun is the most pooled connections one run holds at once. On
-// PostgreSQL it is 2: the connection of the run's advisory lock, held for
-// the whole run, and one to write (issue 12 moves the lock's connection out
-// of the pool; this stays 2 until that lands, which only leaves more room).
-// The embedded store's lock is a row: a run holds one connection at a time.
-func ConnsPerRun(db *gorm.DB) int {
-	if db.Dialector.Name() == "sqlite" {
-		return 1
-	}
-	return 2
-}
+// ConnsPerRun is the most pooled connections one run holds at once: one,
+// to write. On PostgreSQL the run's advisory lock lives on a connection of
+// its own, dialled outside the pool (store/pgstore), so a run's lock and its
+// work never compete for the pool; the embedded store's lock is a row.
+func ConnsPerRun(*gorm.DB) int { return 1 }
 
 // RunsFor is how many runs at once db's pool has room for, headroom kept:
 // (pool - PoolHeadroom) / ConnsPerRun, at least 1. The pool is the
-// configured size on PostgreSQL (database.max_open_conns, default 10: 4
+// configured size on PostgreSQL (database.max_open_conns, default 10: 8
 // runs), the pool SQLite opened with otherwise (4: 2 runs, whose writes
 // SQLite serialises anyway).
 func RunsFor(db *gorm.DB, configured int) int {
@@ -96,10 +90,9 @@ func RunsFor(db *gorm.DB, configured int) int {
 	return max(1, (pool-PoolHeadroom)/ConnsPerRun(db))
 }
 
-// RoomForRuns makes room in db's pool for n runs at once. A PostgreSQL run
-// holds one connection for its advisory lock and needs another to write, so
-// a pool no larger than the connections of the runs could deadlock: it is
-// raised to ConnsPerRun*n + PoolHeadroom. The embedded store's lock is a
+// RoomForRuns makes room in db's pool for n runs at once, so that n runs
+// and the short readers never queue for a connection: the pool is raised
+// to ConnsPerRun*n + PoolHeadroom. The embedded store's lock is a
 // row, and its pool stays as SQLite opened it. It returns the pool's new
 // size, 0 when it did not change.
 func RoomForRuns(db *gorm.DB, configured, n int) int {
