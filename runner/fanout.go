@@ -452,7 +452,7 @@ func resolveShard(flagValue string, getenv func(string) string) (shard, error) {
 	if flagValue != "" {
 		s, err := parseShard(flagValue)
 		if err != nil {
-			return shard{}, usagef("--shard: %v", err)
+			return shard{}, usagef("--shard: %v (write INDEX/COUNT with 0 <= INDEX < COUNT, e.g. 2/8)", err)
 		}
 		return s, nil
 	}
@@ -481,7 +481,7 @@ func resolveShard(flagValue string, getenv func(string) string) (shard, error) {
 func readAccountsFile(path string) ([]string, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, usagef("--accounts-from: %v", err)
+		return nil, usagef("--accounts-from: %v (give a readable file of acct_… ids, one a line, or \"stripe\")", err)
 	}
 	defer fh.Close()
 	var ids []string
@@ -505,10 +505,10 @@ func readAccountsFile(path string) ([]string, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, usagef("--accounts-from %s: %v", path, err)
+		return nil, usagef("--accounts-from %s: %v (write one acct_… id a line)", path, err)
 	}
 	if len(ids) == 0 {
-		return nil, usagef("--accounts-from %s: no account id in the file", path)
+		return nil, usagef("--accounts-from %s: no account id in the file (list one acct_… id a line)", path)
 	}
 	return ids, nil
 }
