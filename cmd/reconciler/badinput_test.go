@@ -357,9 +357,9 @@ func TestBadInputsExit2WithOneLineTouchNothingAndEchoNoSecret(t *testing.T) {
 	t.Logf("%d bad inputs: each exit 2, one line, nothing written, no secret", len(cases))
 }
 
-// A window the engine cannot read as asked (an --until in the future) is
-// exit 2 too. The engine checks it after the lock and the migrations, so
-// only "no run row" holds for it, not "no table".
+// A window ending in the future is exit 2 before anything touches the
+// database (the command checks the clock's part of the engine's window
+// check first): no table, no run row.
 func TestBadInputsWindowTheEngineRefusesWritesNoRun(t *testing.T) {
 	t.Parallel()
 	schema := newFreshSchema(t)
@@ -371,16 +371,19 @@ func TestBadInputsWindowTheEngineRefusesWritesNoRun(t *testing.T) {
 	delete(env, "RECONCILER_SLACK_WEBHOOK_URL")
 	for _, until := range []string{time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339), "9999-12-31"} {
 		r := cli(t, env, "run", "--until", until)
-		if r.code == 0 {
-			// The engine's window check (reconcile.ErrBadWindow for a
-			// future --until) is another change; until it lands the run
-			// reads the window up to now.
-			t.Skipf("the engine accepted --until %s: its future-until check has not landed", until)
-		}
 		require.Equal(t, 2, r.code, "--until %s: %s", until, r.stderr)
+		require.Contains(t, r.stderr, "--until")
 		require.NotContains(t, r.stdout+r.stderr, marker)
-		require.Zero(t, schema.runRows(t), "--until %s wrote a run row", until)
+		require.Empty(t, schema.tables(t), "--until %s created a table", until)
 	}
+	// A window wholly before the provider's event retention is the
+	// engine's to refuse (it knows the horizon): exit 2, and no run row,
+	// though the migrations ran first.
+	r := cli(t, env, "run", "--since", "2006-01-01", "--until", "2016-01-01")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "window")
+	require.NotContains(t, r.stdout+r.stderr, marker)
+	require.Zero(t, schema.runRows(t), "an inverted window wrote a run row")
 }
 
 // A report that cannot be written is a failed command, whatever its

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/store"
 )
@@ -123,6 +124,14 @@ func parseWindow(sinceFlag, untilFlag string) (since, until time.Time, err error
 	}
 	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
 		return since, until, usagef("--since %s must be before --until %s (swap them, or widen the window)", config.Quote(sinceFlag), config.Quote(untilFlag))
+	}
+	// The clock's part of the engine's window check, here too, so that a
+	// future --until is refused before the database is touched.
+	if now := time.Now(); until.After(now.Add(reconcile.MaxClockSkew)) {
+		return since, until, usagef("--until %s is in the future (give a time up to %s from now, or leave it out for now)", config.Quote(untilFlag), reconcile.MaxClockSkew)
+	}
+	if now := time.Now(); since.After(now.Add(reconcile.MaxClockSkew)) {
+		return since, until, usagef("--since %s is in the future (give a past time)", config.Quote(sinceFlag))
 	}
 	return since, until, nil
 }
