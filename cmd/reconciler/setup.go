@@ -13,8 +13,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/config"
-	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/store"
 )
 
