@@ -56,6 +56,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if err != nil {
 		return err
 	}
+	if err := notFuture(since, until, f.since, f.until); err != nil {
+		return err
+	}
 	if given(fs, "window") {
 		d, err := config.ParseFlagDuration("--window", f.window)
 		if err != nil {

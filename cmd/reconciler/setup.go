@@ -125,13 +125,19 @@ func parseWindow(sinceFlag, untilFlag string) (since, until time.Time, err error
 	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
 		return since, until, usagef("--since %s must be before --until %s (swap them, or widen the window)", config.Quote(sinceFlag), config.Quote(untilFlag))
 	}
-	// The clock's part of the engine's window check, here too, so that a
-	// future --until is refused before the database is touched.
-	if now := time.Now(); until.After(now.Add(reconcile.MaxClockSkew)) {
-		return since, until, usagef("--until %s is in the future (give a time up to %s from now, or leave it out for now)", config.Quote(untilFlag), reconcile.MaxClockSkew)
-	}
-	if now := time.Now(); since.After(now.Add(reconcile.MaxClockSkew)) {
-		return since, until, usagef("--since %s is in the future (give a past time)", config.Quote(sinceFlag))
-	}
 	return since, until, nil
+}
+
+// notFuture is the clock's part of the engine's window check, for run:
+// a window ending in the future is refused before the database is touched
+// (verify, which writes nothing, may read up to any time).
+func notFuture(since, until time.Time, sinceFlag, untilFlag string) error {
+	now := time.Now()
+	if until.After(now.Add(reconcile.MaxClockSkew)) {
+		return usagef("--until %s is in the future (give a time up to %s from now, or leave it out for now)", config.Quote(untilFlag), reconcile.MaxClockSkew)
+	}
+	if since.After(now.Add(reconcile.MaxClockSkew)) {
+		return usagef("--since %s is in the future (give a past time)", config.Quote(sinceFlag))
+	}
+	return nil
 }
