@@ -513,6 +513,10 @@ func TestConfigMapMatchesRepositoryConfig(t *testing.T) {
 		"log.format":            `"json"`,
 		"serve.schedule":        `"CRON_TZ=Europe/London 30 2 * * *"`,
 		"serve.time_zone":       `"Europe/London"`,
+		// In a pod DATABASE_URL must be set: an unset variable is a
+		// configuration error there, where the repository's config.yaml
+		// falls back to the embedded store on a laptop (${DATABASE_URL:-}).
+		"database.url": `"${DATABASE_URL}"`,
 	}
 	for k, v := range overrides {
 		if _, ok := want[k]; ok {
