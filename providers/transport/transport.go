@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/reconciler/reconciler/clock"
 )
 
 // Options configures a Transport. The zero value of each field has a
@@ -65,26 +67,12 @@ func New(o Options) *Transport {
 		o.MaxBackoff = 30 * time.Second
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleep
+		o.Sleep = clock.System.Sleep
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	return &Transport{o: o, byStatus: map[int]int64{}}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Requests returns the number of HTTP requests sent, retries included.
