@@ -149,6 +149,10 @@ const (
 	KindStale         = "stale"
 	KindMismatch      = "mismatch"
 	KindUnknownStatus = "unknown_status"
+	// KindDispute is an open dispute (funds withdrawn, evidence due):
+	// reported for support, no state change; a dispute closed as lost is
+	// the chargeback transition.
+	KindDispute = "dispute"
 )
 
 // Drift actions.

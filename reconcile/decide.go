@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -110,6 +111,9 @@ type Item struct {
 	// OnlyFrom limits a revert to rows in these states (a won dispute
 	// matters only to a payment recorded as a chargeback).
 	OnlyFrom []models.State
+	// OnlyIfRefunded limits a revert to rows whose amount_refunded is at
+	// least this much (a failed refund matters only to a row that counted it).
+	OnlyIfRefunded int64
 }
 
 // numRanks is the number of states plus StateNone.
@@ -153,6 +157,7 @@ func Decide(local Local, changes []Change) Plan {
 	p := Plan{ProviderID: firstID(cs)}
 	cur := models.StateNone
 	seenEvent := map[string]bool{}
+	var notices map[string]*Item
 	for _, c := range cs {
 		if c.EventID != "" && !seenEvent[c.EventID] {
 			seenEvent[c.EventID] = true
@@ -183,18 +188,34 @@ func Decide(local Local, changes []Change) Plan {
 		if c.State == models.StateSettled && (p.Settlement == nil || !c.At.Before(p.Settlement.At)) {
 			p.Settlement = &Settlement{At: c.At, PayoutID: c.PayoutID, EventID: c.EventID}
 		}
+		if c.NoticeKind != "" && !c.Unknown {
+			// The newest notice of a kind stands; an empty one withdraws it.
+			if notices == nil {
+				notices = map[string]*Item{}
+			}
+			if c.Notice == "" {
+				delete(notices, c.NoticeKind)
+			} else {
+				notices[c.NoticeKind] = &Item{Kind: c.NoticeKind, Action: models.ActionReported,
+					LocalState: local.State, ProviderState: c.RawStatus, Detail: detail(c, c.Notice)}
+			}
+		}
 		switch {
 		case c.Unknown:
+			expl := fmt.Sprintf("The provider reported status %q, which reconciler does not map to a state; nothing was changed.", c.RawStatus)
+			if c.Notice != "" {
+				expl = c.Notice
+			}
 			p.Items = append(p.Items, Item{
 				Kind: models.KindUnknownStatus, Action: models.ActionReported,
 				LocalState: local.State, ProviderState: c.RawStatus,
-				Detail: detail(c, fmt.Sprintf("The provider reported status %q, which reconciler does not map to a state; nothing was changed.", c.RawStatus)),
+				Detail: detail(c, expl),
 			})
 			continue
 		case c.Revert != "":
 			p.Items = append(p.Items, Item{
 				Kind: models.KindConflict, Action: models.ActionRefused,
-				LocalState: local.State, ProviderState: c.RawStatus, OnlyFrom: c.RevertOnlyFrom,
+				LocalState: local.State, ProviderState: c.RawStatus, OnlyFrom: c.RevertOnlyFrom, OnlyIfRefunded: c.RevertIfRefunded,
 				Detail: detail(c, c.Revert+" The state machine never moves backwards, so a person must decide."),
 			})
 			continue
@@ -235,6 +256,9 @@ func Decide(local Local, changes []Change) Plan {
 		p.Steps = append(p.Steps, Step{To: c.State, At: c.At, AmountRefunded: refund, EventID: c.EventID, Inferred: c.Inferred})
 		p.Latest = &p.Steps[len(p.Steps)-1]
 		p.RawState = c.RawStatus
+	}
+	for _, k := range slices.Sorted(maps.Keys(notices)) {
+		p.Items = append(p.Items, *notices[k])
 	}
 	if p.Latest != nil {
 		l := *p.Latest // keep Latest valid if Steps is appended to later
@@ -348,6 +372,9 @@ type Check struct {
 func Classify(before, after Local, p Plan, applied []Step, inserted bool, w Check) (items []Item, recheck bool) {
 	for _, it := range p.Items {
 		if len(it.OnlyFrom) > 0 && !slices.Contains(it.OnlyFrom, after.State) {
+			continue
+		}
+		if it.OnlyIfRefunded > 0 && after.AmountRefunded < it.OnlyIfRefunded {
 			continue
 		}
 		items = append(items, it)

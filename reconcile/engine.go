@@ -302,6 +302,12 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 		run.Error = &msg
 	}
 	run.APIRequests = o.Provider.Requests()
+	if e.stuckChecked > 0 {
+		notes := map[string]any{}
+		_ = json.Unmarshal(run.Notes, &notes)
+		notes["stuck_checked"], notes["stuck_api_requests"] = e.stuckChecked, e.stuckRequests
+		run.Notes, _ = json.Marshal(notes)
+	}
 	res := Result{Run: *run, DBRoundTrips: h.trips.Load(), Drift: map[DriftKey]int64{}}
 	drift, err := h.st.DriftCounts(wctx, run.ID)
 	if err != nil {
@@ -463,6 +469,9 @@ type engine struct {
 	// a row: fetched by id at the window's end.
 	pending map[string]bool
 	drifted int64 // payments with items
+	// stuckChecked and stuckRequests are what the stuck-payment path
+	// re-fetched and the requests it cost (bounded by StuckLimit).
+	stuckChecked, stuckRequests int64
 }
 
 // check is what the local-ahead rule knows of the window after a batch that
@@ -659,11 +668,19 @@ func (e *engine) stuck(ctx context.Context, now time.Time) error {
 		return err
 	}
 	e.log.Info("re-fetching stuck payments", "count", len(ids))
+	before := e.o.Provider.Requests()
 	changes, err := e.fetch(ctx, ids, now)
+	e.stuckChecked, e.stuckRequests = int64(len(ids)), e.o.Provider.Requests()-before
+	e.log.Info("re-fetched stuck payments", "count", len(ids), "api_requests", e.stuckRequests)
 	if len(changes) > 0 {
 		if berr := e.write(ctx, Page{Changes: changes}, Check{Since: e.run.WindowStart, Until: e.run.WindowEnd, LogDone: e.run.WindowEnd, Complete: true}); berr != nil {
 			return errors.Join(err, berr)
 		}
+	}
+	if err == nil && !e.o.DryRun {
+		// Each payment re-fetched waits its turn behind the others next run
+		// (a dry run writes only its record and items, so it rotates nothing).
+		err = e.st.MarkChecked(ctx, e.provider, e.o.Account, ids, now)
 	}
 	return err
 }

@@ -57,6 +57,17 @@ type Change struct {
 	// RevertOnlyFrom limits Revert to local rows in these states (a won
 	// dispute matters only to a payment recorded as a chargeback).
 	RevertOnlyFrom []models.State `json:"revert_from,omitempty"`
+	// RevertIfRefunded limits Revert to local rows whose amount_refunded is
+	// at least this much: a refund that failed or was canceled matters only
+	// to a row that counted it.
+	RevertIfRefunded int64 `json:"revert_ref,omitempty"`
+	// Notice, when set with NoticeKind, is a fact for a person that moves no
+	// state (an open dispute): reported as an item of that kind. Facts with
+	// the same NoticeKind replace each other in provider-time order, and one
+	// with NoticeKind set and Notice empty withdraws the notice (the dispute
+	// closed). With Unknown set, Notice is the item's explanation.
+	Notice     string `json:"notice,omitempty"`
+	NoticeKind string `json:"notice_kind,omitempty"`
 
 	EventID   string `json:"ev,omitempty"` // the event that shows the fact, or a deterministic recon:… id
 	EventType string `json:"evt,omitempty"`

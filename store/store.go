@@ -83,8 +83,9 @@ type RunRecord interface {
 	// interrupted at at with msg: the caller holds the lock, so they died.
 	// It returns how many it marked.
 	InterruptOthers(ctx context.Context, provider, account string, runID int64, at time.Time, msg string) (int64, error)
-	// FinishRun records how run r ended: status, finished_at, error and
-	// api_requests (the batch counters are written by Tx.AddCounts). It
+	// FinishRun records how run r ended: status, finished_at, error,
+	// api_requests and, when set, notes (the batch counters are written by
+	// Tx.AddCounts). It
 	// changes only a run still recorded running: a run that another one has
 	// already marked interrupted (InterruptOthers) keeps that record. It
 	// reports whether it changed the row; false with a nil error means the
@@ -110,8 +111,14 @@ type Reads interface {
 	// source_updated_at lies in [q.Since, q.Until).
 	WindowStates(ctx context.Context, q WindowQuery) ([]PaymentState, error)
 	// StuckPayments lists up to q.Limit rows in q.States whose
-	// source_updated_at is before q.Before, oldest first.
+	// source_updated_at is before q.Before: those never re-fetched first,
+	// then those MarkChecked longest ago, each oldest source_updated_at
+	// first. A payment that cannot move yet therefore waits its turn
+	// instead of holding a slot every run.
 	StuckPayments(ctx context.Context, q StuckQuery) ([]string, error)
+	// MarkChecked records that the stuck-payment path re-fetched ids at at
+	// (reconciler_checks); the one write outside a batch, one statement.
+	MarkChecked(ctx context.Context, provider, account string, ids []string, at time.Time) error
 	// PaymentsInWindow pages (by id, after q.AfterID) through the rows of
 	// (provider, account) whose source_updated_at or settled_at lies in
 	// [q.Since, q.Until).

@@ -118,6 +118,18 @@ func testStuckPayments(t *testing.T, e *env) {
 		read(store.StuckQuery{States: states, Before: before.Add(e.o.Precision).In(time.FixedZone("UTC+1", 3600)), Limit: 100}))
 	require.Equal(t, []string{"k_other_account"}, read(store.StuckQuery{Account: "acct_1", States: states, Before: before, Limit: 100}))
 	require.Equal(t, []string{"k_other_provider"}, read(store.StuckQuery{Provider: "gocardless", States: states, Before: before, Limit: 100}))
+
+	// Rotation: a payment re-fetched waits behind those never checked, and
+	// those checked longest ago come first; checks are per provider.
+	require.NoError(t, e.st.MarkChecked(e.ctx, "stripe", "", []string{"k_created", "k_inserted"}, before))
+	require.Equal(t, []string{"k_authorised", "k_captured", "k_created", "k_inserted"}, read(store.StuckQuery{States: states, Before: before, Limit: 100}))
+	require.Equal(t, []string{"k_authorised", "k_captured"}, read(store.StuckQuery{States: states, Before: before, Limit: 2}))
+	require.NoError(t, e.st.MarkChecked(e.ctx, "stripe", "", []string{"k_authorised", "k_captured"}, before.Add(h)))
+	require.NoError(t, e.st.MarkChecked(e.ctx, "stripe", "", []string{"k_created"}, before.Add(2*h)))
+	require.Equal(t, []string{"k_inserted", "k_authorised", "k_captured", "k_created"}, read(store.StuckQuery{States: states, Before: before, Limit: 100}),
+		"checked longest ago first; a second check moves a payment to the back")
+	require.Equal(t, []string{"k_other_provider"}, read(store.StuckQuery{Provider: "gocardless", States: states, Before: before, Limit: 100}))
+	require.NoError(t, e.st.MarkChecked(e.ctx, "stripe", "", nil, before), "nothing to record is no statement")
 }
 
 func testPaymentsInWindow(t *testing.T, e *env) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/reconciler/reconciler/clock"
 	"github.com/reconciler/reconciler/internal/jsonw"
@@ -323,9 +324,13 @@ func (b *Base) InterruptOthers(ctx context.Context, provider, account string, ru
 // that a run another one marked interrupted (it lost its lock) is not
 // flipped back.
 func (b *Base) FinishRun(ctx context.Context, r models.Run) (bool, error) {
-	res := b.db(ctx).Model(&models.Run{}).Where("id = ? AND status = ?", r.ID, models.RunRunning).Updates(map[string]any{
+	set := map[string]any{
 		"status": r.Status, "finished_at": utcPtr(r.FinishedAt), "error": r.Error, "api_requests": r.APIRequests,
-	})
+	}
+	if len(r.Notes) > 0 {
+		set["notes"] = r.Notes
+	}
+	res := b.db(ctx).Model(&models.Run{}).Where("id = ? AND status = ?", r.ID, models.RunRunning).Updates(set)
 	if res.Error != nil {
 		return false, fmt.Errorf("record run end: %w", b.Translate(res.Error))
 	}
@@ -467,18 +472,50 @@ func (b *Base) WindowStates(ctx context.Context, q store.WindowQuery, inRange st
 }
 
 // StuckPayments implements store.Reads, given the dialect's "column < ?".
+// Payments never re-fetched come first, then those checked longest ago;
+// within each, the oldest source_updated_at first.
 func (b *Base) StuckPayments(ctx context.Context, q store.StuckQuery, before string) ([]string, error) {
 	states := make([]string, len(q.States))
 	for i, s := range q.States {
 		states[i] = string(s)
 	}
 	var ids []string
-	err := b.db(ctx).Model(&models.Payment{}).
-		Where("provider = ? AND account = ? AND state IN ? AND "+fmt.Sprintf(before, "source_updated_at"),
+	err := b.db(ctx).Table("payments AS p").
+		Joins("LEFT JOIN reconciler_checks AS c ON c.provider = p.provider AND c.provider_id = p.provider_id").
+		Where("p.provider = ? AND p.account = ? AND p.state IN ? AND "+fmt.Sprintf(before, "p.source_updated_at"),
 			q.Provider, q.Account, states, q.Before.UTC()).
-		Order("source_updated_at").Limit(q.Limit).Pluck("provider_id", &ids).Error
+		Order("c.checked_at IS NOT NULL, c.checked_at, p.source_updated_at, p.provider_id").Limit(q.Limit).Pluck("p.provider_id", &ids).Error
 	if err != nil {
 		return nil, fmt.Errorf("read stuck payments: %w", b.Translate(err))
 	}
 	return ids, nil
 }
+
+// MarkChecked implements store.Reads: one statement, an upsert.
+func (b *Base) MarkChecked(ctx context.Context, provider, account string, ids []string, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	rows := make([]check, len(ids))
+	for i, id := range ids {
+		rows[i] = check{Provider: provider, Account: account, ProviderID: id, CheckedAt: at.UTC()}
+	}
+	err := b.db(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "provider"}, {Name: "provider_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"account", "checked_at"}),
+	}).Create(&rows).Error
+	if err != nil {
+		return fmt.Errorf("record stuck checks: %w", b.Translate(err))
+	}
+	return nil
+}
+
+// check is a row of reconciler_checks.
+type check struct {
+	Provider   string
+	Account    string
+	ProviderID string
+	CheckedAt  time.Time
+}
+
+func (check) TableName() string { return "reconciler_checks" }
