@@ -47,6 +47,7 @@ type payoutView struct {
 	// from its list may still be in it.
 	reconciled bool
 	pis        map[string]bool
+	arrival    int64 // arrival_date
 }
 
 // Verifier returns a new Verifier over p's client and transport, so that
@@ -107,7 +108,16 @@ func (v *Verifier) one(ctx context.Context, account, id, payout string) (reconci
 	if account != "" {
 		params.SetStripeAccount(account)
 	}
+	sched, err := v.p.payoutSchedule(ctx, account)
+	if err != nil {
+		return reconcile.Current{}, err
+	}
 	params.AddExpand("latest_charge")
+	if sched.manual {
+		// A manual-payout account settles a charge when its balance
+		// transaction is available (DESIGN section 3).
+		params.AddExpand("latest_charge.balance_transaction")
+	}
 	pi, err := v.p.api.PaymentIntents.Get(id, params)
 	if err != nil {
 		if notFound(err) {
@@ -119,6 +129,12 @@ func (v *Verifier) one(ctx context.Context, account, id, payout string) (reconci
 		return reconcile.Current{}, fmt.Errorf("get stripe payment intent %s: the answer is for %q", id, pi.ID)
 	}
 	c := CurrentOf(pi)
+	if ch := pi.LatestCharge; sched.manual && ch != nil && ch.Captured {
+		c.SettlementKnown = true
+		if bt := ch.BalanceTransaction; bt != nil && bt.Status == stripego.BalanceTransactionStatusAvailable && c.State == models.StateCaptured {
+			c.State, c.PayoutStatus = models.StateSettled, "available"
+		}
+	}
 	if ch := pi.LatestCharge; ch != nil && ch.Disputed {
 		d, err := v.newestDispute(ctx, account, id)
 		if err != nil {
@@ -270,8 +286,12 @@ func (v *Verifier) readPayout(ctx context.Context, account, id string, pv *payou
 	if po.ID != id {
 		return fmt.Errorf("get stripe payout %s: the answer is for %q", id, po.ID)
 	}
-	pv.found, pv.status = true, string(po.Status)
-	pv.reconciled = po.ReconciliationStatus != stripego.PayoutReconciliationStatusInProgress
+	pv.found, pv.status, pv.arrival = true, string(po.Status), po.ArrivalDate
+	// While Stripe is still assigning transactions (in_progress), or for a
+	// manual payout it cannot list at all (not_applicable), a payment
+	// missing from the list may still be in the payout.
+	pv.reconciled = po.ReconciliationStatus != stripego.PayoutReconciliationStatusInProgress &&
+		po.ReconciliationStatus != stripego.PayoutReconciliationStatusNotApplicable && po.Automatic
 	pv.pis = map[string]bool{}
 	lp := &stripego.BalanceTransactionListParams{ListParams: listParams(ctx, account, 100), Payout: stripego.String(id)}
 	lp.AddExpand("data.source")

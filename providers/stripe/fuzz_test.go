@@ -99,8 +99,11 @@ func checkChangesOf(t *testing.T, cs []reconcile.Change, needID bool) {
 			}
 			continue
 		}
-		if !c.Unknown && c.Revert == "" && c.AmountRefunded <= 0 {
-			t.Fatalf("a change that says nothing (no state, not unknown, no revert, no refund): %+v", c)
+		if !c.Unknown && c.Revert == "" && c.AmountRefunded <= 0 && c.NoticeKind == "" {
+			t.Fatalf("a change that says nothing (no state, not unknown, no revert, no refund, no notice): %+v", c)
+		}
+		if c.Notice != "" && c.NoticeKind == "" && !c.Unknown {
+			t.Fatalf("a notice without a kind: %+v", c)
 		}
 	}
 }

@@ -176,16 +176,29 @@ func fill(obj *fastjson.Value, v any) error {
 	case *leanRefund:
 		*o = leanRefund{ID: s("id"), Amount: n("amount"), Currency: s("currency"), Status: s("status"), PaymentIntent: r("payment_intent")}
 	case *leanDispute:
-		*o = leanDispute{ID: s("id"), Status: s("status"), PaymentIntent: r("payment_intent")}
+		*o = leanDispute{ID: s("id"), Status: s("status"), Amount: n("amount"), Currency: s("currency"), Reason: s("reason"), PaymentIntent: r("payment_intent")}
 	case *leanPayout:
-		*o = leanPayout{ID: s("id")}
+		*o = leanPayout{ID: s("id"), Reconciliation: s("reconciliation_status"), Status: s("status")}
+		// A payout requested by hand says automatic: false, and Stripe
+		// cannot list its balance transactions (reconciliation_status
+		// not_applicable); a payout that does not say is read as automatic.
+		o.Manual = (obj.Get("automatic") != nil && !b("automatic")) || o.Reconciliation == string(stripego.PayoutReconciliationStatusNotApplicable)
 	default:
 		return fmt.Errorf("fill: %T", v)
 	}
 	return errors.Join(errs...)
 }
 
-type leanPayout struct{ ID string }
+// leanPayout is what the mapping reads of a payout: whether it was
+// requested by hand (Stripe cannot list a manual payout's balance
+// transactions) and reconciliation_status (the listing is complete once it
+// is completed).
+type leanPayout struct {
+	ID             string
+	Manual         bool
+	Reconciliation string
+	Status         string
+}
 
 // expandable is an id that may come expanded into an object.
 type expandable string
@@ -232,6 +245,15 @@ type leanCharge struct {
 	PaymentIntent  expandable `json:"payment_intent"`
 }
 
+// captured is the amount the charge captured: amount_captured, or the
+// whole amount for a captured charge rendered without it.
+func (ch *leanCharge) captured() int64 {
+	if ch.AmountCaptured > 0 {
+		return ch.AmountCaptured
+	}
+	return ch.Amount
+}
+
 // chargeOf is the lean form of a charge that stripe-go decoded: the
 // stuck-payment path reads a payment intent through stripe-go (its payload
 // is stripe-go's encoding), and the charge arithmetic is the event path's.
@@ -255,14 +277,20 @@ type leanRefund struct {
 type leanDispute struct {
 	ID            string     `json:"id"`
 	Status        string     `json:"status"`
+	Amount        int64      `json:"amount"`
+	Currency      string     `json:"currency"`
+	Reason        string     `json:"reason"`
 	PaymentIntent expandable `json:"payment_intent"`
 }
 
 // leanBT is a balance transaction with its source expanded.
 type leanBT struct {
-	ID     string `json:"id"`
-	Type   string `json:"type"`
-	Source struct {
+	ID          string `json:"id"`
+	Type        string `json:"type"`
+	Status      string `json:"status"`
+	AvailableOn int64  `json:"available_on"`
+	Created     int64  `json:"created"`
+	Source      struct {
 		Object string `json:"object"`
 		leanCharge
 	} `json:"source"`

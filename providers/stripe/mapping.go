@@ -2,7 +2,6 @@ package stripe
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
+	"github.com/valyala/fastjson"
 )
 
 // PaymentIntentState maps a PaymentIntent status to a state (DESIGN section
@@ -38,7 +38,9 @@ func PaymentIntentState(status string) (s models.State, ok bool) {
 func at(unix int64) time.Time { return time.Unix(unix, 0).UTC() }
 
 // mapEvent turns one event into changes. A payout.paid event lists the
-// balance transactions it paid out (one list request per 100 charges).
+// balance transactions it paid out (one list request per 100 charges), and
+// payout.reconciliation_completed lists them again once Stripe says the
+// list is complete.
 func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) ([]reconcile.Change, error) {
 	if ev.obj == nil {
 		return nil, fmt.Errorf("stripe event %s has no data", ev.ID)
@@ -52,11 +54,37 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 		}
 		return nil
 	}
+	if strings.HasPrefix(typ, "payout.") {
+		// The payout fields read (id, automatic, reconciliation_status) are
+		// rendered alike in every version, and its balance transactions are
+		// fetched in the pinned one.
+		var po leanPayout
+		if err := decode("payout", &po); err != nil {
+			return nil, err
+		}
+		return p.payoutEvent(ctx, account, base, typ, po)
+	}
+	vdate, known := versionDate(ev.APIVersion)
+	if !known {
+		// A version newer than any whose changelog was read may have changed
+		// what the fields mean: the payment is reported, not misread.
+		id, err := paymentOf(ev.obj, typ)
+		if err != nil {
+			return nil, fmt.Errorf("decode stripe event %s: %w", ev.ID, err)
+		}
+		c := base
+		c.ProviderID, c.Unknown, c.RawStatus = id, true, "api_version "+ev.APIVersion
+		c.Notice = fmt.Sprintf("Stripe rendered event %s (%s) in API version %q, newer than any this reconciler knows; it was not read. Upgrade reconciler, or check the payment in the Stripe dashboard.", ev.ID, typ, ev.APIVersion)
+		return keep(c), nil
+	}
 	switch {
 	case strings.HasPrefix(typ, "payment_intent."):
 		var pi leanPI
 		if err := decode("payment intent", &pi); err != nil {
 			return nil, err
+		}
+		if vdate < versionStatusRename {
+			pi.Status = renamedStatus(pi.Status)
 		}
 		return keep(piChange(base, pi)), nil
 
@@ -65,76 +93,111 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 		if err := decode("charge", &ch); err != nil {
 			return nil, err
 		}
-		c, ok := chargeChange(base, &ch, ev.APIVersion)
+		c, ok := chargeChange(base, &ch, vdate)
 		if !ok {
 			return nil, nil
 		}
 		return []reconcile.Change{c}, nil
 
-	case typ == "charge.refund.updated":
+	case typ == "charge.refund.updated" || typ == "refund.updated" || typ == "refund.failed":
 		var r leanRefund
 		if err := decode("refund", &r); err != nil {
 			return nil, err
 		}
-		if st := stripego.RefundStatus(r.Status); st != stripego.RefundStatusFailed && st != stripego.RefundStatusCanceled {
-			return nil, nil
+		switch st := stripego.RefundStatus(r.Status); st {
+		case stripego.RefundStatusFailed, stripego.RefundStatusCanceled:
+		case stripego.RefundStatusPending, stripego.RefundStatusSucceeded, stripego.RefundStatusRequiresAction:
+			return nil, nil // the charge's events carry the amounts
+		default:
+			c := base
+			c.ProviderID, c.Unknown, c.RawStatus = string(r.PaymentIntent), true, "refund_"+r.Status
+			return keep(c), nil
 		}
 		c := base
 		c.ProviderID = string(r.PaymentIntent)
 		c.RawStatus = "refund_" + r.Status
-		c.Revert = fmt.Sprintf("Refund %s of %d %s %s at Stripe after it was recorded; amount_refunded is never lowered.", r.ID, r.Amount, r.Currency, r.Status)
+		c.Revert = fmt.Sprintf("Refund %s of %s %s at Stripe, but the payment's amount_refunded counts it; amount_refunded is never lowered.", r.ID, money(r.Amount, r.Currency), r.Status)
+		// Only a row that counted the refund is wrong; a refund that failed
+		// before anyone counted it moved no money.
+		c.RevertIfRefunded = max(r.Amount, 1)
 		return keep(c), nil
 
-	case typ == "charge.dispute.closed":
+	case strings.HasPrefix(typ, "charge.dispute."):
 		var d leanDispute
 		if err := decode("dispute", &d); err != nil {
 			return nil, err
 		}
-		c := base
-		c.ProviderID = string(d.PaymentIntent)
-		c.RawStatus = "dispute_" + d.Status
-		switch stripego.DisputeStatus(d.Status) {
-		case stripego.DisputeStatusLost:
-			c.State = models.StateChargeback
-		case stripego.DisputeStatusWon:
-			c.Revert = fmt.Sprintf("Dispute %s was won at Stripe, so the money came back.", d.ID)
-			c.RevertOnlyFrom = []models.State{models.StateChargeback}
-		case stripego.DisputeStatusWarningClosed:
-			return nil, nil
-		default:
-			c.Unknown = true
-		}
-		return keep(c), nil
-
-	case typ == "payout.paid":
-		var po leanPayout
-		if err := decode("payout", &po); err != nil {
-			return nil, err
-		}
-		return p.payoutChanges(ctx, account, base, po.ID)
-
-	case typ == "payout.failed" || typ == "payout.canceled":
-		// Stripe documents that a payout can show paid, then fail
-		// (docs/providers/stripe.md). Its payments are never moved back:
-		// each is a conflict naming the payout.
-		var po leanPayout
-		if err := decode("payout", &po); err != nil {
-			return nil, err
-		}
-		changes, err := p.payoutChanges(ctx, account, base, po.ID)
-		if err != nil {
-			return nil, err
-		}
-		status := strings.TrimPrefix(typ, "payout.")
-		for i := range changes {
-			c := &changes[i]
-			c.State, c.PayoutID, c.View, c.ViewCurrent = models.StateNone, "", false, false
-			c.RawStatus = "payout_" + status
-			c.Revert = fmt.Sprintf("Payout %s that paid this payment out %s at Stripe after it was paid; settled_at and payout_id still name it.", po.ID, status)
-		}
-		return changes, nil
+		return keep(disputeChange(base, typ, d, vdate)), nil
 	}
 	return nil, nil
+}
+
+// renamedStatus maps a PaymentIntent status of a version before 2019-02-11
+// to its current name.
+func renamedStatus(s string) string {
+	switch s {
+	case "requires_source":
+		return string(stripego.PaymentIntentStatusRequiresPaymentMethod)
+	case "requires_source_action":
+		return string(stripego.PaymentIntentStatusRequiresAction)
+	}
+	return s
+}
+
+// paymentOf is the PaymentIntent an event's object is about.
+func paymentOf(obj *fastjson.Value, typ string) (string, error) {
+	if strings.HasPrefix(typ, "payment_intent.") {
+		return str(obj, "id", false)
+	}
+	id, err := ref(obj, "payment_intent")
+	return string(id), err
+}
+
+func money(amount int64, currency string) string {
+	return fmt.Sprintf("%d %s", amount, strings.ToLower(currency))
+}
+
+// disputeChange maps a dispute event. An open dispute moves no state: it is
+// a notice for support (the funds may already be withdrawn). Closed as lost
+// it is the chargeback; won (or prevented) after a local chargeback it is a
+// revert for a human.
+func disputeChange(base reconcile.Change, typ string, d leanDispute, vdate string) reconcile.Change {
+	c := base
+	c.ProviderID = string(d.PaymentIntent)
+	c.RawStatus = "dispute_" + d.Status
+	c.NoticeKind = models.KindDispute
+	amount := money(d.Amount, d.Currency)
+	switch st := stripego.DisputeStatus(d.Status); {
+	case st == stripego.DisputeStatusLost:
+		c.State = models.StateChargeback
+		return c
+	case st == stripego.DisputeStatusWon || (st == "prevented" && vdate >= versionPrevented):
+		c.Revert = fmt.Sprintf("Dispute %s was %s at Stripe, so the money came back.", d.ID, d.Status)
+		c.RevertOnlyFrom = []models.State{models.StateChargeback}
+		return c
+	case st == stripego.DisputeStatusWarningClosed:
+		return c // an inquiry closed without a chargeback: the notice is withdrawn
+	case st == stripego.DisputeStatusNeedsResponse, st == stripego.DisputeStatusUnderReview,
+		st == stripego.DisputeStatusWarningNeedsResponse, st == stripego.DisputeStatusWarningUnderReview:
+	default:
+		c.NoticeKind, c.Unknown = "", true
+		return c
+	}
+	what := "is open"
+	switch typ {
+	case "charge.dispute.created":
+		what = "was opened by the customer's bank"
+	case "charge.dispute.funds_withdrawn":
+		what = "is open and Stripe withdrew " + amount + " from the balance for it"
+	case "charge.dispute.funds_reinstated":
+		what = "is open and Stripe reinstated " + amount + " to the balance"
+	}
+	reason := ""
+	if d.Reason != "" {
+		reason = ", reason " + d.Reason
+	}
+	c.Notice = fmt.Sprintf("Dispute %s of %s %s (status %s%s). The payment's state stays as it is until the dispute closes; if it is lost it becomes a chargeback.", d.ID, amount, what, d.Status, reason)
+	return c
 }
 
 func keep(c reconcile.Change) []reconcile.Change {
@@ -161,14 +224,14 @@ func piChange(base reconcile.Change, pi leanPI) reconcile.Change {
 // chargeChange maps a charge snapshot. An uncaptured charge marked refunded
 // is the hold released by canceling an authorisation: that payment is
 // canceled by its payment_intent.canceled event, not refunded (ok=false).
-func chargeChange(base reconcile.Change, ch *leanCharge, apiVersion string) (reconcile.Change, bool) {
+func chargeChange(base reconcile.Change, ch *leanCharge, vdate string) (reconcile.Change, bool) {
 	c := base
 	c.ProviderID = string(ch.PaymentIntent)
 	if c.ProviderID == "" || !ch.Captured {
 		return c, false
 	}
 	c.Amount, c.Currency = ch.Amount, ch.Currency
-	c.AmountRefunded = capturedRefunds(ch, apiVersion)
+	c.AmountRefunded = capturedRefunds(ch, vdate)
 	c.AmountCaptured = partialCapture(ch)
 	// The charge is the provider's view of the payment's refunds at the
 	// event's time (DESIGN section 2, the local-ahead rule).
@@ -208,84 +271,30 @@ func (p *Provider) payoutChanges(ctx context.Context, account string, base recon
 		// payout: a current view of its refunds.
 		if bt.Source.Captured {
 			c.View, c.ViewCurrent = true, true
-			c.Refunded, c.AmountRefunded = bt.Source.Refunded, capturedRefunds(&bt.Source.leanCharge, stripego.APIVersion)
+			c.Refunded, c.AmountRefunded = bt.Source.Refunded, capturedRefunds(&bt.Source.leanCharge, pinnedDate)
 			c.AmountCaptured = partialCapture(&bt.Source.leanCharge)
 		}
 		out = append(out, c)
 	}
 	if err := it.Err(); err != nil {
+		if isManualPayoutRefusal(err) {
+			// A payout that did not say it was manual, but is.
+			p.log.Debug("manual payout: Stripe lists no balance transactions for it", "payout_id", payout)
+			return nil, nil
+		}
 		return nil, fmt.Errorf("list balance transactions of payout %s: %w", payout, translate(err))
 	}
 	return out, nil
 }
 
-// fetchedChanges maps a re-fetched PaymentIntent (stuck-payment path) to
-// changes with deterministic event ids and the most specific provider time
-// the object carries for each state.
-func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile.Change {
-	st, ok := PaymentIntentState(string(pi.Status))
-	when := at(pi.Created)
-	ch := pi.LatestCharge
-	switch {
-	case st == models.StateCanceled && pi.CanceledAt > 0:
-		when = at(pi.CanceledAt)
-	case (st == models.StateCaptured || st == models.StateAuthorised) && ch != nil && ch.Created > 0:
-		when = at(ch.Created)
-	}
-	mk := func(s models.State, t time.Time) reconcile.Change {
-		c := reconcile.Change{
-			ProviderID: pi.ID, State: s, At: t, Snapshot: true,
-			Amount: pi.Amount, Currency: string(pi.Currency), RawStatus: string(pi.Status),
-			EventType: "reconciler.payment_intent." + string(s), Inferred: true, Payload: raw,
-		}
-		c.EventID = reconcile.SyntheticEventID(pi.ID, s, t)
-		return c
-	}
-	if !ok {
-		c := mk(models.StateNone, when)
-		c.Unknown = true
-		c.EventID = ""
-		return []reconcile.Change{c}
-	}
-	out := []reconcile.Change{mk(st, when)}
-	if st != models.StateCaptured || ch == nil || !ch.Captured {
-		return out
-	}
-	// The re-fetched charge is the provider's current view of refunds.
-	lc := chargeOf(ch)
-	refunded := capturedRefunds(&lc, stripego.APIVersion)
-	out[0].View, out[0].ViewCurrent, out[0].Refunded = true, true, ch.Refunded
-	out[0].AmountRefunded = refunded
-	out[0].AmountCaptured = partialCapture(&lc)
-	if refunded > 0 && ch.Refunded {
-		rt := when
-		if ch.Refunds != nil {
-			for _, r := range ch.Refunds.Data {
-				if r.Status == stripego.RefundStatusSucceeded && at(r.Created).After(rt) {
-					rt = at(r.Created)
-				}
-			}
-		}
-		c := mk(models.StateRefunded, rt)
-		c.AmountRefunded = refunded
-		c.View, c.ViewCurrent, c.Refunded = true, true, true
-		out = append(out, c)
-	}
-	return out
-}
-
-// basil is the first API version in which a partial capture no longer
-// refunds the uncaptured remainder (docs/providers/stripe.md).
-const basil = "2025-03-31"
-
 // capturedRefunds is the part of a charge's amount_refunded that refunds
-// captured money. Up to API version 2025-03-31.basil, capturing less than
-// the authorised amount refunds the remainder and counts it in
-// amount_refunded; that release is not a refund (DESIGN section 2). Objects
-// rendered in a later version no longer count it.
-func capturedRefunds(ch *leanCharge, apiVersion string) int64 {
+// captured money, for a charge rendered in the version of date vdate. Before
+// 2025-03-31.basil, capturing less than the authorised amount refunds the
+// remainder and counts it in amount_refunded; that release is not a refund
+// (DESIGN section 2). Objects rendered in a later version no longer count it.
+func capturedRefunds(ch *leanCharge, vdate string) int64 {
 	r := ch.AmountRefunded
-	if p := partialCapture(ch); p > 0 && (apiVersion == "" || apiVersion < basil) {
+	if p := partialCapture(ch); p > 0 && vdate < versionBasil {
 		r -= ch.Amount - p
 	}
 	return max(r, 0)

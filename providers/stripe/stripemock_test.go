@@ -432,7 +432,8 @@ func TestStripeMockStuckPaymentRefetched(t *testing.T) {
 		require.Equal(t, 1, m.requested(http.MethodGet, "/v1/payment_intents/"+id), "the stuck payment was re-fetched by id")
 		for _, x := range m.exchanges() {
 			if x.Path == "/v1/payment_intents/"+id {
-				require.Equal(t, []string{"latest_charge.refunds"}, expands(x.Query), "with its latest charge and refunds")
+				require.Equal(t, []string{"latest_charge.refunds", "latest_charge.balance_transaction"}, expands(x.Query),
+					"with its latest charge, its refunds and its balance transaction (the capture's time, availability)")
 			}
 		}
 		require.Positive(t, res.Run.Examined, "the re-fetched payment was examined")

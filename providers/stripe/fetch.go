@@ -1,0 +1,256 @@
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// Fetch implements reconcile.Provider: the stuck-payment path. It re-reads
+// each PaymentIntent with its latest charge, the charge's refunds and its
+// balance transaction, and finishes what the row waits for
+// (docs/providers/stripe.md, section 15):
+//
+//   - each state is dated from the most specific field the objects carry:
+//     canceled_at; the charge's created for an authorisation; the capture's
+//     balance transaction's created for a capture (a charge has no
+//     captured_at, and its created is the authorisation); a refund's created;
+//   - a captured charge is settled: on an account that pays out by hand when
+//     its balance transaction is available (at available_on); otherwise when
+//     a paid payout whose balance transactions Stripe has finished listing
+//     contains it (at the payout's arrival_date);
+//   - a disputed charge's newest dispute is read: lost is a chargeback, open
+//     is a notice for support, won after a local chargeback a revert.
+//
+// Each payment costs one request, plus one for its disputes when the charge
+// is disputed; payouts are read once per call however many payments they
+// paid. The engine bounds the call by stuck_limit and records its requests.
+func (p *Provider) Fetch(ctx context.Context, fp reconcile.FetchParams) ([]reconcile.Change, error) {
+	sched, err := p.payoutSchedule(ctx, fp.Account)
+	if err != nil {
+		return nil, err
+	}
+	f := &fetcher{p: p, v: p.Verifier(), account: fp.Account, sched: sched, candidates: map[int64][]string{}}
+	var out []reconcile.Change
+	for _, id := range fp.ProviderIDs {
+		cs, err := f.one(ctx, id)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
+}
+
+type fetcher struct {
+	p       *Provider
+	v       *Verifier // its payout cache: each payout is read once per call
+	account string
+	sched   schedule
+	// candidates are the paid payouts created on or after a day, by that
+	// day (Unix seconds at 00:00 UTC), newest first.
+	candidates map[int64][]string
+}
+
+// payoutSearch is how long after a charge's funds became available the
+// payout that paid them out is looked for: Stripe's schedules pay daily,
+// weekly or monthly.
+const payoutSearch = 35 * 24 * time.Hour
+
+func (f *fetcher) one(ctx context.Context, id string) ([]reconcile.Change, error) {
+	params := &stripego.PaymentIntentParams{Params: stripego.Params{Context: ctx}}
+	if f.account != "" {
+		params.SetStripeAccount(f.account)
+	}
+	params.AddExpand("latest_charge.refunds")
+	params.AddExpand("latest_charge.balance_transaction")
+	pi, err := f.p.api.PaymentIntents.Get(id, params)
+	if err != nil {
+		if notFound(err) {
+			f.p.log.Warn("payment not found at stripe", "provider_id", id)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get stripe payment intent %s: %w", id, translate(err))
+	}
+	if pi.ID != id {
+		return nil, fmt.Errorf("get stripe payment intent %s: the answer is for %q", id, pi.ID)
+	}
+	raw, err := json.Marshal(pi)
+	if err != nil {
+		return nil, fmt.Errorf("encode payment intent %s: %w", id, err)
+	}
+	out := fetchedChanges(pi, raw)
+	if len(out) == 0 || out[0].Unknown {
+		return out, nil
+	}
+	ch := pi.LatestCharge
+	if ch == nil || !ch.Captured {
+		return out, nil
+	}
+	if st := out[0].State; st == models.StateCaptured || st == models.StateRefunded {
+		s, err := f.settlement(ctx, pi, raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s...)
+	}
+	if ch.Disputed {
+		d, err := f.v.newestDispute(ctx, f.account, id)
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := fetchedDispute(pi, d, raw); ok {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// settlement finds the settlement of a captured charge, if it has one yet.
+func (f *fetcher) settlement(ctx context.Context, pi *stripego.PaymentIntent, raw json.RawMessage) ([]reconcile.Change, error) {
+	bt := pi.LatestCharge.BalanceTransaction
+	if bt == nil || bt.Status != stripego.BalanceTransactionStatusAvailable || bt.AvailableOn == 0 {
+		return nil, nil // funds still pending: nothing can have paid them out
+	}
+	mk := func(t time.Time, payout string) reconcile.Change {
+		c := reconcile.Change{ProviderID: pi.ID, State: models.StateSettled, At: t, PayoutID: payout,
+			Amount: pi.Amount, Currency: string(pi.Currency), Inferred: true, Payload: raw}
+		c.RawStatus, c.EventType = "available", "reconciler.balance_transaction.available"
+		if payout != "" {
+			c.RawStatus, c.EventType = "paid_out", "reconciler.payout.paid"
+		}
+		c.EventID = reconcile.SyntheticEventID(pi.ID, models.StateSettled, t)
+		return c
+	}
+	if f.sched.manual {
+		return []reconcile.Change{mk(at(bt.AvailableOn), "")}, nil
+	}
+	day := bt.AvailableOn - bt.AvailableOn%86400
+	ids, err := f.paidPayoutsFrom(ctx, day)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(ids) - 1; i >= 0; i-- { // oldest first: the first payout after availability
+		pv, err := f.v.payout(ctx, f.account, ids[i])
+		if err != nil {
+			return nil, err
+		}
+		if pv.pis[pi.ID] && pv.status == string(stripego.PayoutStatusPaid) {
+			return []reconcile.Change{mk(at(pv.arrival), ids[i])}, nil
+		}
+	}
+	return nil, nil
+}
+
+// paidPayoutsFrom lists the paid payouts created from day for payoutSearch
+// (GET /v1/payouts?status=paid&created[gte]=…), once per day per call.
+func (f *fetcher) paidPayoutsFrom(ctx context.Context, day int64) ([]string, error) {
+	if ids, ok := f.candidates[day]; ok {
+		return ids, nil
+	}
+	params := &stripego.PayoutListParams{
+		ListParams:   listParams(ctx, f.account, 100),
+		Status:       stripego.String(string(stripego.PayoutStatusPaid)),
+		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: day, LesserThan: day + int64(payoutSearch/time.Second)},
+	}
+	it := f.p.api.Payouts.List(params)
+	var ids []string
+	for it.Next() {
+		if po := it.Payout(); po != nil && po.ID != "" && po.Automatic {
+			ids = append(ids, po.ID)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list stripe payouts: %w", translate(err))
+	}
+	f.candidates[day] = ids
+	return ids, nil
+}
+
+// fetchedDispute maps the newest dispute of a re-fetched payment.
+func fetchedDispute(pi *stripego.PaymentIntent, d *stripego.Dispute, raw json.RawMessage) (reconcile.Change, bool) {
+	if d == nil {
+		return reconcile.Change{}, false
+	}
+	t := at(d.Created)
+	for _, bt := range d.BalanceTransactions {
+		if bt != nil && at(bt.Created).After(t) {
+			t = at(bt.Created) // the latest movement of funds for it
+		}
+	}
+	ld := leanDispute{ID: d.ID, Status: string(d.Status), Amount: d.Amount, Currency: string(d.Currency), Reason: string(d.Reason), PaymentIntent: expandable(pi.ID)}
+	c := disputeChange(reconcile.Change{At: t, Inferred: true, Payload: raw, EventType: "reconciler.dispute." + string(d.Status)}, "", ld, pinnedDate)
+	if c.State.Valid() {
+		c.EventID = reconcile.SyntheticEventID(pi.ID, c.State, t)
+	}
+	return c, true
+}
+
+// fetchedChanges maps a re-fetched PaymentIntent (stuck-payment path) to
+// changes with deterministic event ids and the most specific provider time
+// the object carries for each state.
+func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile.Change {
+	st, ok := PaymentIntentState(string(pi.Status))
+	when := at(pi.Created)
+	ch := pi.LatestCharge
+	switch {
+	case st == models.StateCanceled && pi.CanceledAt > 0:
+		when = at(pi.CanceledAt)
+	case st == models.StateAuthorised && ch != nil && ch.Created > 0:
+		when = at(ch.Created)
+	case st == models.StateCaptured && ch != nil:
+		// A charge has no captured_at: its balance transaction is created
+		// when the money is captured; the charge itself at authorisation.
+		if bt := ch.BalanceTransaction; bt != nil && bt.Created > 0 {
+			when = at(bt.Created)
+		} else if ch.Created > 0 {
+			when = at(ch.Created)
+		}
+	}
+	mk := func(s models.State, t time.Time) reconcile.Change {
+		c := reconcile.Change{
+			ProviderID: pi.ID, State: s, At: t, Snapshot: true,
+			Amount: pi.Amount, Currency: string(pi.Currency), RawStatus: string(pi.Status),
+			EventType: "reconciler.payment_intent." + string(s), Inferred: true, Payload: raw,
+		}
+		c.EventID = reconcile.SyntheticEventID(pi.ID, s, t)
+		return c
+	}
+	if !ok {
+		c := mk(models.StateNone, when)
+		c.Unknown = true
+		c.EventID = ""
+		return []reconcile.Change{c}
+	}
+	out := []reconcile.Change{mk(st, when)}
+	if st != models.StateCaptured || ch == nil || !ch.Captured {
+		return out
+	}
+	// The re-fetched charge is the provider's current view of refunds.
+	lc := chargeOf(ch)
+	refunded := capturedRefunds(&lc, pinnedDate)
+	out[0].View, out[0].ViewCurrent, out[0].Refunded = true, true, ch.Refunded
+	out[0].AmountRefunded = refunded
+	out[0].AmountCaptured = partialCapture(&lc)
+	if refunded > 0 && (ch.Refunded || refunded >= lc.captured()) {
+		rt := when
+		if ch.Refunds != nil {
+			for _, r := range ch.Refunds.Data {
+				if r.Status == stripego.RefundStatusSucceeded && at(r.Created).After(rt) {
+					rt = at(r.Created)
+				}
+			}
+		}
+		c := mk(models.StateRefunded, rt)
+		c.AmountRefunded = refunded
+		c.View, c.ViewCurrent, c.Refunded = true, true, true
+		out = append(out, c)
+	}
+	return out
+}
