@@ -19,6 +19,7 @@ import (
 type Account struct {
 	id  string
 	ids idCodec
+	now func() time.Time // the server's clock (Options.Now)
 
 	mu sync.RWMutex
 
@@ -43,6 +44,15 @@ type Account struct {
 	statusIdx  map[string]uint16
 	persons    []person
 
+	// vers are the API versions events were rendered in (vers[0] is
+	// APIVersion), ver the one new events get (SetAPIVersion).
+	vers      []string
+	verRules  []rules
+	verIdx    map[string]uint16
+	ver       uint16
+	manual    bool // SetManualPayouts
+	delayDays int64
+
 	// unpaid holds captured charges not yet paid out, kept sorted by
 	// capture time lazily (unpaidDirty); orphans holds refund balance
 	// transactions created after their charge was paid out.
@@ -51,8 +61,12 @@ type Account struct {
 	orphans     []int32
 }
 
-func newAccount(id string, seed int64) *Account {
-	return &Account{id: id, ids: newIDCodec(seed, id), typeIdx: map[string]uint16{}, statusIdx: map[string]uint16{}}
+func newAccount(id string, seed int64, now func() time.Time) *Account {
+	if now == nil {
+		now = time.Now
+	}
+	return &Account{id: id, ids: newIDCodec(seed, id), now: now, typeIdx: map[string]uint16{}, statusIdx: map[string]uint16{},
+		vers: []string{APIVersion}, verRules: []rules{rulesOf(APIVersion)}, verIdx: map[string]uint16{APIVersion: 0}}
 }
 
 // ID returns the account id ("" for the platform account).
@@ -80,6 +94,7 @@ type chargeObj struct {
 	pi                     int32
 	bt                     int32 // -1 until captured
 	payout                 int32 // -1 until paid out
+	release                int32 // the refund of a partial capture's released remainder; -1: none
 	refunds                []int32
 	captured, refunded     bool
 	disputed               bool
@@ -90,12 +105,14 @@ type refundObj struct {
 	charge          int32
 	bt, failBT      int32 // -1: none
 	status          string
+	release         bool // the released remainder of a partial capture (PartialCapture)
 }
 
 type disputeObj struct {
 	amount, created int64
 	charge          int32
 	status          string
+	bts             []int32 // funds withdrawn / reinstated, oldest first
 }
 
 type payoutObj struct {
@@ -103,19 +120,29 @@ type payoutObj struct {
 	currency                 string
 	status                   string // "" is paid (FailPayout sets failed or canceled)
 	bts                      []int32
+	recon                    uint8 // reconCompleted, reconInProgress, reconNotApplicable (manual)
 }
+
+const (
+	reconCompleted uint8 = iota
+	reconInProgress
+	reconNotApplicable
+)
+
+var reconName = [...]string{"completed", "in_progress", "not_applicable"}
 
 const (
 	btCharge uint8 = iota
 	btRefund
 	btRefundFailure
+	btAdjustment // a dispute's funds withdrawn (< 0) or reinstated (> 0)
 )
 
-var btTypeName = [...]string{"charge", "refund", "refund_failure"}
+var btTypeName = [...]string{"charge", "refund", "refund_failure", "adjustment"}
 
 type btObj struct {
 	amount, created, availableOn int64
-	src                          int32 // charge index (btCharge) or refund index
+	src                          int32 // charge index (btCharge), refund index, or dispute index (btAdjustment)
 	payout                       int32 // -1: not paid out
 	typ                          uint8
 }
@@ -131,17 +158,18 @@ type eventRec struct {
 	snap      snapRec
 	factStart int32
 	typ       uint16
+	ver       uint16 // index in Account.vers: the event's api_version
 }
 
 // snapRec holds the mutable fields of the event's object at emission; the
 // immutable ones are read from the live object.
 type snapRec struct {
-	a, b, c int64 // PI: received, capturable, canceledAt; charge: amountRefunded
+	a, b, c int64 // PI: received, capturable, canceledAt; charge: amountRefunded; dispute: len(bts)
 	obj     int32
 	ref     int32 // PI: charge; charge: balance transaction; refund: failure BT
 	person  int32 // PI and charge
 	status  uint16
-	flags   uint8 // charge: captured, refunded, disputed
+	flags   uint8 // charge: captured, refunded, disputed; payout: recon
 	kind    kind
 }
 
@@ -152,10 +180,16 @@ const (
 )
 
 type factRec struct {
-	amountRefunded int64
+	amountRefunded int64 // with factReverted: the reverted refund's amount
 	pi             int32
 	state          uint8 // 0 none, else index+1 in models.States
+	flags          uint8 // factPartial, factReverted
 }
+
+const (
+	factPartial  = 1 << iota // the capture was partial (Fact.AmountCaptured)
+	factReverted             // amountRefunded is a failed or canceled refund's amount (Fact.Reverted)
+)
 
 func (a *Account) piCreated(i int32) int64     { return a.pis[i].created }
 func (a *Account) refundCreated(i int32) int64 { return a.refunds[i].created }
@@ -213,7 +247,7 @@ func (a *Account) statusCode(st string) uint16 {
 // facts.
 func (a *Account) emit(typ string, at int64, snap snapRec, facts ...factRec) {
 	seq := int32(len(a.events))
-	a.events = append(a.events, eventRec{created: at, snap: snap, typ: a.typeCode(typ), factStart: int32(len(a.facts))})
+	a.events = append(a.events, eventRec{created: at, snap: snap, typ: a.typeCode(typ), ver: a.ver, factStart: int32(len(a.facts))})
 	a.facts = append(a.facts, facts...)
 	a.eventOrder.Add(seq, at, a.eventCreated)
 }
@@ -245,7 +279,12 @@ func (a *Account) snapRefund(re int32) snapRec {
 }
 
 func (a *Account) snapDispute(dp int32) snapRec {
-	return snapRec{kind: kDispute, obj: dp, status: a.statusCode(a.disputes[dp].status)}
+	d := &a.disputes[dp]
+	return snapRec{kind: kDispute, obj: dp, a: int64(len(d.bts)), status: a.statusCode(d.status)}
+}
+
+func (a *Account) snapPayout(po int32) snapRec {
+	return snapRec{kind: kPayout, obj: po, status: a.statusCode(a.payoutStatus(po)), flags: a.payouts[po].recon}
 }
 
 func (a *Account) eventFacts(seq int) []factRec {
@@ -272,13 +311,22 @@ func (a *Account) piFact(pi int32, s models.State) factRec {
 	return factRec{pi: pi, state: fakekit.StateCode(s)}
 }
 
-// capturedRefunded is the charge's amount_refunded of captured money.
+// capturedRefunded is the charge's amount_refunded of captured money (the
+// released remainder of a partial capture excluded).
 func (a *Account) capturedRefunded(ch int32) int64 {
 	c := &a.charges[ch]
 	if !c.captured {
 		return 0
 	}
-	return c.amountRefunded
+	return c.amountRefunded - a.released(c)
+}
+
+// released is the amount a partial capture released (0 when none).
+func (a *Account) released(c *chargeObj) int64 {
+	if c.release < 0 {
+		return 0
+	}
+	return a.refunds[c.release].amount
 }
 
 // ---- builder -------------------------------------------------------------
@@ -334,7 +382,7 @@ func (a *Account) SetCustomer(pi, name, email string) {
 
 func (a *Account) newCharge(pi int32, at int64) int32 {
 	ch := int32(len(a.charges))
-	a.charges = append(a.charges, chargeObj{amount: a.pis[pi].amount, created: at, pi: pi, bt: -1, payout: -1})
+	a.charges = append(a.charges, chargeObj{amount: a.pis[pi].amount, created: at, pi: pi, bt: -1, payout: -1, release: -1})
 	a.pis[pi].charge = ch
 	return ch
 }
@@ -364,17 +412,7 @@ func (a *Account) capture(pi int32, at int64) {
 	if ch < 0 || a.charges[ch].captured || a.charges[ch].refunded {
 		ch = a.newCharge(pi, at)
 	}
-	c := &a.charges[ch]
-	c.captured = true
-	c.capturedAt = at
-	bt := int32(len(a.bts))
-	a.bts = append(a.bts, btObj{amount: c.amount, created: at, availableOn: at + 2*86400, src: ch, payout: -1, typ: btCharge})
-	a.btOrder.Add(bt, at, a.btCreated)
-	c.bt = bt
-	if n := len(a.unpaid); n > 0 && a.charges[a.unpaid[n-1]].capturedAt > at {
-		a.unpaidDirty = true
-	}
-	a.unpaid = append(a.unpaid, ch)
+	a.captureCharge(ch, at)
 	p.status = "succeeded"
 	p.received = p.amount
 	p.capturable = 0
@@ -382,6 +420,33 @@ func (a *Account) capture(pi int32, at int64) {
 	if p.manual {
 		a.emit("charge.captured", at, a.snapCharge(ch), factRec{pi: pi, state: fakekit.StateCode(models.StateCaptured), amountRefunded: a.capturedRefunded(ch)})
 	}
+}
+
+// captureCharge marks the charge captured at `at` with the balance
+// transaction of its whole amount (the authorised amount, also for a partial
+// capture: pre-Basil Stripe shows the reversal as a second, refund balance
+// transaction).
+func (a *Account) captureCharge(ch int32, at int64) {
+	c := &a.charges[ch]
+	c.captured = true
+	c.capturedAt = at
+	bt := int32(len(a.bts))
+	a.bts = append(a.bts, btObj{amount: c.amount, created: at, availableOn: at + a.holdDays()*86400, src: ch, payout: -1, typ: btCharge})
+	a.btOrder.Add(bt, at, a.btCreated)
+	c.bt = bt
+	if n := len(a.unpaid); n > 0 && a.charges[a.unpaid[n-1]].capturedAt > at {
+		a.unpaidDirty = true
+	}
+	a.unpaid = append(a.unpaid, ch)
+}
+
+// holdDays is how long a captured charge's funds stay pending: 2 days, or
+// the manual-payout account's delay (SetManualPayouts).
+func (a *Account) holdDays() int64 {
+	if a.manual {
+		return a.delayDays
+	}
+	return 2
 }
 
 // Capture captures the payment (creating its charge if it has none): the
@@ -419,22 +484,26 @@ func (a *Account) cancel(pi int32, at int64) {
 		c := &a.charges[ch]
 		c.refunded = true
 		c.amountRefunded = c.amount
-		a.emit("charge.refunded", at, a.snapCharge(ch), factRec{pi: pi})
+		if a.rulesNow()&ruleBasil == 0 {
+			a.emit("charge.refunded", at, a.snapCharge(ch), factRec{pi: pi})
+		}
 	}
 }
 
 // Cancel cancels the payment intent (canceled_at = at). An uncaptured charge
 // is released the way Stripe does it: refunded=true, amount_refunded=amount,
 // captured=false, and a charge.refunded event follows payment_intent.canceled
-// (the trap: no captured money was refunded). Implied state: canceled, with
-// amount_refunded staying 0.
+// (the trap: no captured money was refunded). Events rendered in
+// 2025-03-31.basil or later have no charge.refunded, and a charge rendered
+// in Basil shows amount_refunded 0 and refunded false. Implied state:
+// canceled, with amount_refunded staying 0.
 func (a *Account) Cancel(pi string, at time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.cancel(a.mustPI(pi), secs(at))
 }
 
-func (a *Account) refund(pi int32, amount int64, at int64) int32 {
+func (a *Account) refund(pi int32, amount int64, at int64, status string) int32 {
 	ch := a.pis[pi].charge
 	if ch < 0 || !a.charges[ch].captured {
 		panic(fmt.Sprintf("stripefake: refund of payment %s without captured charge", a.ids.id(kPI, int(pi))))
@@ -443,6 +512,20 @@ func (a *Account) refund(pi int32, amount int64, at int64) int32 {
 	if amount <= 0 || amount > c.amount-c.amountRefunded {
 		amount = c.amount - c.amountRefunded
 	}
+	re := a.newRefund(ch, amount, at, status)
+	st := models.StateNone
+	if c.refunded {
+		st = models.StateRefunded
+	}
+	a.emit("charge.refunded", at, a.snapCharge(ch), factRec{pi: pi, state: fakekit.StateCode(st), amountRefunded: a.capturedRefunded(ch)})
+	a.emitRefund("refund.created", re, at)
+	return re
+}
+
+// newRefund records a refund of the charge with its balance transaction,
+// counted in the charge's amount_refunded.
+func (a *Account) newRefund(ch int32, amount, at int64, status string) int32 {
+	c := &a.charges[ch]
 	re := int32(len(a.refunds))
 	bt := int32(len(a.bts))
 	a.bts = append(a.bts, btObj{amount: -amount, created: at, availableOn: at, src: re, payout: -1, typ: btRefund})
@@ -450,17 +533,21 @@ func (a *Account) refund(pi int32, amount int64, at int64) int32 {
 	if c.payout >= 0 {
 		a.orphans = append(a.orphans, bt)
 	}
-	a.refunds = append(a.refunds, refundObj{amount: amount, created: at, charge: ch, bt: bt, failBT: -1, status: "succeeded"})
+	a.refunds = append(a.refunds, refundObj{amount: amount, created: at, charge: ch, bt: bt, failBT: -1, status: status})
 	a.refundOrder.Add(re, at, a.refundCreated)
 	c.refunds = append(c.refunds, re)
 	c.amountRefunded += amount
 	c.refunded = c.amountRefunded >= c.amount
-	st := models.StateNone
-	if c.refunded {
-		st = models.StateRefunded
-	}
-	a.emit("charge.refunded", at, a.snapCharge(ch), factRec{pi: pi, state: fakekit.StateCode(st), amountRefunded: c.amountRefunded})
 	return re
+}
+
+// emitRefund emits a refund.* event (refund snapshot) when the account's
+// events render in 2024-10-28.acacia or later, which send them for every
+// refund; older versions send them only for refunds without a charge.
+func (a *Account) emitRefund(typ string, re int32, at int64) {
+	if a.rulesNow()&ruleAcacia != 0 {
+		a.emit(typ, at, a.snapRefund(re), factRec{pi: a.charges[a.refunds[re].charge].pi})
+	}
 }
 
 // Refund refunds captured money of the payment (amount <= 0 or more than the
@@ -472,15 +559,25 @@ func (a *Account) refund(pi int32, amount int64, at int64) int32 {
 func (a *Account) Refund(pi string, amount int64, at time.Time) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.ids.id(kRefund, int(a.refund(a.mustPI(pi), amount, secs(at))))
+	return a.ids.id(kRefund, int(a.refund(a.mustPI(pi), amount, secs(at), "succeeded")))
 }
 
 func (a *Account) failRefund(re int32, at int64) {
+	a.revertRefund(re, "failed", at)
+}
+
+// revertRefund moves a refund to failed or canceled with a reversing
+// refund_failure balance transaction, and takes it out of the charge's
+// amount_refunded. Stripe documents neither the lowering of amount_refunded
+// nor, for a canceled refund, the reversing balance transaction: both are
+// our reading (the money is back in the balance, so a refund that did not
+// happen is not counted).
+func (a *Account) revertRefund(re int32, status string, at int64) {
 	r := &a.refunds[re]
-	if r.status == "failed" {
-		panic(fmt.Sprintf("stripefake: refund %s already failed", a.ids.id(kRefund, int(re))))
+	if r.status == "failed" || r.status == "canceled" || r.release {
+		panic(fmt.Sprintf("stripefake: refund %s is %s, cannot become %s", a.ids.id(kRefund, int(re)), r.status, status))
 	}
-	r.status = "failed"
+	r.status = status
 	c := &a.charges[r.charge]
 	c.amountRefunded -= r.amount
 	c.refunded = false
@@ -491,13 +588,20 @@ func (a *Account) failRefund(re int32, at int64) {
 	if c.payout >= 0 {
 		a.orphans = append(a.orphans, bt)
 	}
-	a.emit("charge.refund.updated", at, a.snapRefund(re), factRec{pi: c.pi})
+	a.emit("charge.refund.updated", at, a.snapRefund(re), factRec{pi: c.pi, amountRefunded: r.amount, flags: factReverted})
+	a.emitRefund("refund.updated", re, at)
+	if status == "failed" {
+		a.emitRefund("refund.failed", re, at)
+	}
 }
 
-// FailRefund marks a refund failed (with a refund_failure balance
-// transaction); the charge's amount_refunded is reduced back and refunded
-// becomes false. Emits charge.refund.updated (refund snapshot). Implied: no
-// state change (a revert the webhooks do not apply).
+// FailRefund marks a succeeded or pending refund failed (with a
+// refund_failure balance transaction); the charge's amount_refunded is
+// reduced back and refunded becomes false. Emits charge.refund.updated
+// (refund snapshot) and, in 2024-10-28.acacia and later, refund.updated and
+// refund.failed. Implied: no state change (a revert the webhooks do not
+// apply) and Fact.Reverted = the refund's amount: it is not a refund of
+// captured money.
 func (a *Account) FailRefund(refundID string, at time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -556,7 +660,7 @@ func (a *Account) CloseDispute(disputeID string, status string, at time.Time) {
 // payout sweeps the given charges (all captured and not yet paid out) plus
 // their refund balance transactions created at or before at, and any orphan
 // refund balance transactions created at or before at.
-func (a *Account) payout(at int64, charges []int32) int32 {
+func (a *Account) payout(at int64, charges []int32, recon uint8) int32 {
 	po := int32(len(a.payouts))
 	var bts []int32
 	take := func(bt int32) {
@@ -613,18 +717,31 @@ func (a *Account) payout(at int64, charges []int32) int32 {
 	}
 	a.payouts = append(a.payouts, payoutObj{amount: amount, created: at, arrival: at, currency: cur, bts: bts})
 	a.payoutOrder.Add(po, at, a.payoutCreated)
-	a.emit("payout.paid", at, snapRec{kind: kPayout, obj: po, status: a.statusCode("paid")}, facts...)
+	a.payouts[po].recon = recon
+	a.emit("payout.paid", at, a.snapPayout(po), facts...)
 	return po
 }
 
 // Payout creates a paid payout (payout.paid, created = at) sweeping the
 // balance transactions of the given payments' captured charges that were not
 // yet paid out, plus their refunds' balance transactions (and earlier
-// unswept refund balance transactions). Returns the payout id. Implied:
-// settled at `at` for each payment whose charge it swept.
+// unswept refund and dispute balance transactions). Its
+// reconciliation_status is completed. Returns the payout id. Implied:
+// settled at `at` for each payment whose charge it swept. It panics on a
+// manual-payout account.
 func (a *Account) Payout(at time.Time, pis ...string) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.ids.id(kPayout, int(a.payout(secs(at), a.payableCharges(pis), reconCompleted)))
+}
+
+// payableCharges returns the captured, not yet paid out charges of the
+// payments, without duplicates; it panics on a manual-payout account, which
+// has no automatic payouts.
+func (a *Account) payableCharges(pis []string) []int32 {
+	if a.manual {
+		panic(fmt.Sprintf("stripefake: automatic payout on manual-payout account %q (use ManualPayout)", a.id))
+	}
 	var chs []int32
 	for _, id := range pis {
 		pi := a.mustPI(id)
@@ -632,10 +749,13 @@ func (a *Account) Payout(at time.Time, pis ...string) string {
 			chs = append(chs, ch)
 		}
 	}
-	return a.ids.id(kPayout, int(a.payout(secs(at), chs)))
+	return chs
 }
 
 func (a *Account) payoutCaptured(at int64, minAge time.Duration) int32 {
+	if a.manual {
+		return -1
+	}
 	if a.unpaidDirty {
 		fakekit.Ascending(a.unpaid, func(i int32) int64 { return a.charges[i].capturedAt })
 		a.unpaidDirty = false
@@ -652,12 +772,13 @@ func (a *Account) payoutCaptured(at int64, minAge time.Duration) int32 {
 	if len(chs) == 0 {
 		return -1
 	}
-	return a.payout(at, chs)
+	return a.payout(at, chs, reconCompleted)
 }
 
 // PayoutCaptured creates a payout sweeping every captured, not yet paid out
 // charge captured at least minAge before at (see Payout). It returns "" and
-// creates nothing when there is no such charge.
+// creates nothing when there is no such charge, or when the account pays
+// out manually (SetManualPayouts).
 func (a *Account) PayoutCaptured(at time.Time, minAge time.Duration) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

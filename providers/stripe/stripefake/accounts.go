@@ -4,9 +4,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
-	"time"
 )
 
 // accountFaults answers every request made on behalf of some connected
@@ -69,7 +69,7 @@ func (s *Server) connectedAccountIDs() []string {
 // stable order (by id: the fake keeps no creation time for accounts).
 // Called on behalf of a connected account (Stripe-Account header), it lists
 // nothing, as an account has no connected accounts of its own.
-func (s *Server) listAccounts(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiError) {
+func (s *Server) listAccounts(a *Account, _ string, q url.Values, _ request) ([]byte, *apiError) {
 	p, e := parseList(q)
 	if e != nil {
 		return nil, e
@@ -129,4 +129,83 @@ func (s *Server) listAccounts(a *Account, _ string, q url.Values, _ time.Time) (
 	}
 	b = appendStrField(b, "url", "/v1/accounts")
 	return append(b, "}\n"...), nil
+}
+
+// platformID is the id GET /v1/account shows for the platform account.
+func (a *Account) platformID() string {
+	if a.id != "" {
+		return a.id
+	}
+	b := []byte("acct_1")
+	x := a.ids.key
+	for i := 0; i < 15; i++ {
+		b = append(b, base62[x%62])
+		x /= 62
+		if i == 7 {
+			x = a.ids.key ^ 0x9E3779B97F4A7C15
+		}
+	}
+	return string(b)
+}
+
+// appendAccountObj renders the account in Stripe's Account shape, with its
+// payout schedule: manual with the SetManualPayouts delay, else daily with
+// 2 days' delay.
+func (a *Account) appendAccountObj(b []byte) []byte {
+	a.mu.RLock()
+	manual, delay := a.manual, a.delayDays
+	a.mu.RUnlock()
+	typ := "standard"
+	if a.id != "" {
+		typ = "express"
+	}
+	interval := "daily"
+	if manual {
+		interval = "manual"
+	} else {
+		delay = 2
+	}
+	b = appendStr(append(b, `{"id":`...), a.platformID())
+	b = appendStrField(b, "object", "account")
+	b = append(appendKey(b, "business_type"), "null"...)
+	b = appendBool(b, "charges_enabled", true)
+	b = appendStrField(b, "country", "GB")
+	b = appendStrField(b, "default_currency", "gbp")
+	b = appendBool(b, "details_submitted", true)
+	b = appendBool(b, "payouts_enabled", true)
+	b = appendKey(b, "settings")
+	b = append(b, `{"payouts":{"debit_negative_balances":false,"schedule":{"delay_days":`...)
+	b = strconv.AppendInt(b, delay, 10)
+	b = appendStrField(b, "interval", interval)
+	b = append(b, `},"statement_descriptor":null}}`...)
+	b = appendStrField(b, "type", typ)
+	return append(b, "}\n"...)
+}
+
+// getAccount serves GET /v1/account: the platform account, or the
+// connected account of the Stripe-Account header.
+func getAccount(a *Account, _ string, q url.Values, _ request) ([]byte, *apiError) {
+	if _, e := expandSet(q); e != nil {
+		return nil, e
+	}
+	return a.appendAccountObj(nil), nil
+}
+
+// getAccountByID serves GET /v1/accounts/{id} (stripe-go's
+// Accounts.GetByID): a connected account the fake holds, or the platform's
+// own id; anything else is a 404.
+func (s *Server) getAccountByID(a *Account, id string, q url.Values, _ request) ([]byte, *apiError) {
+	if _, e := expandSet(q); e != nil {
+		return nil, e
+	}
+	if id == a.platformID() {
+		return a.appendAccountObj(nil), nil
+	}
+	s.accMu.Lock()
+	acc, ok := s.accounts[id]
+	s.accMu.Unlock()
+	if !ok || a.ID() != "" || id == "" {
+		return nil, notFound("account", id, "account")
+	}
+	return acc.appendAccountObj(nil), nil
 }

@@ -16,7 +16,7 @@ import (
 
 func (a *Account) disputeCreated(i int32) int64 { return a.disputes[i].created }
 
-func listDisputes(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiError) {
+func listDisputes(a *Account, _ string, q url.Values, rq request) ([]byte, *apiError) {
 	p, e := parseList(q)
 	if e != nil {
 		return nil, e
@@ -54,7 +54,7 @@ func listDisputes(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *api
 		return nil, e
 	}
 	out, more := paginate(view{items, a.disputeCreated, nil}, p.gte, p.lte, cur, before, p.limit)
-	return a.renderList("/v1/disputes", out, more, a.appendDispute), nil
+	return a.renderList("/v1/disputes", out, more, func(b []byte, i int32) []byte { return a.appendDispute(b, i, rq.rv) }), nil
 }
 
 // payoutStatus is payout i's status as Stripe shows it.
@@ -82,11 +82,5 @@ func (a *Account) FailPayout(payout, status string, at time.Time) {
 	}
 	po := int32(i)
 	a.payouts[po].status = status
-	var facts []factRec
-	for _, bt := range a.payouts[po].bts {
-		if a.bts[bt].typ == btCharge {
-			facts = append(facts, factRec{pi: a.charges[a.bts[bt].src].pi})
-		}
-	}
-	a.emit("payout."+status, secs(at), snapRec{kind: kPayout, obj: po, status: a.statusCode(status)}, facts...)
+	a.emit("payout."+status, secs(at), a.snapPayout(po), a.payoutFacts(po)...)
 }

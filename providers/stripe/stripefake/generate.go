@@ -112,7 +112,7 @@ func (a *Account) Generate(o GenOptions) {
 			if next(2, 600) {
 				a.capture(pi, t)
 				if next(3600, 20*86400) {
-					a.refund(pi, refundAmount, t)
+					a.refund(pi, refundAmount, t, "succeeded")
 				}
 			}
 		case r < 98: // disputed
@@ -133,7 +133,7 @@ func (a *Account) Generate(o GenOptions) {
 			if next(2, 600) {
 				a.capture(pi, t)
 				if next(3600, 10*86400) {
-					re := a.refund(pi, refundAmount, t)
+					re := a.refund(pi, refundAmount, t, "succeeded")
 					if next(3600, 5*86400) {
 						a.failRefund(re, t)
 					}

@@ -1,7 +1,9 @@
 package stripefake
 
 import (
+	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +68,7 @@ func typeMatcher(pattern string) func(string) bool {
 	return func(t string) bool { return t == pattern }
 }
 
-func listEvents(a *Account, _ string, q url.Values, now time.Time) ([]byte, *apiError) {
+func listEvents(a *Account, _ string, q url.Values, rq request) ([]byte, *apiError) {
 	p, e := parseList(q)
 	if e != nil {
 		return nil, e
@@ -82,7 +84,7 @@ func listEvents(a *Account, _ string, q url.Values, now time.Time) ([]byte, *api
 	if typ != "" {
 		types = []string{typ}
 	}
-	cutoff := horizonCutoff(now)
+	cutoff := horizonCutoff(rq.now)
 	a.rlock()
 	defer a.mu.RUnlock()
 	var match func(int32) bool
@@ -106,7 +108,7 @@ func listEvents(a *Account, _ string, q url.Values, now time.Time) ([]byte, *api
 	return a.renderList("/v1/events", items, more, a.appendEvent), nil
 }
 
-func getEvent(a *Account, id string, q url.Values, now time.Time) ([]byte, *apiError) {
+func getEvent(a *Account, id string, q url.Values, rq request) ([]byte, *apiError) {
 	if _, e := expandSet(q); e != nil {
 		return nil, e
 	}
@@ -116,28 +118,44 @@ func getEvent(a *Account, id string, q url.Values, now time.Time) ([]byte, *apiE
 	if e != nil {
 		return nil, e
 	}
-	if a.events[i].created < horizonCutoff(now) {
+	if a.events[i].created < horizonCutoff(rq.now) {
 		return nil, notFound("event", id, "id")
 	}
 	return append(a.appendEvent(nil, i), '\n'), nil
 }
 
+// piExpands are the expansions of a payment intent (after the prefix
+// "data." in a list).
+var piExpands = []string{"latest_charge", "latest_charge.refunds", "latest_charge.balance_transaction"}
+
 func piExpand(set map[string]bool, prefix string) int {
-	switch {
-	case set[prefix+"latest_charge.refunds"]:
-		return expandChargeRefunds
-	case set[prefix+"latest_charge"]:
-		return expandCharge
+	e := expandNone
+	if set[prefix+"latest_charge"] {
+		e |= expandCharge
 	}
-	return expandNone
+	if set[prefix+"latest_charge.refunds"] {
+		e |= expandCharge | expandRefunds
+	}
+	if set[prefix+"latest_charge.balance_transaction"] {
+		e |= expandCharge | expandBT
+	}
+	return e
 }
 
-func listPaymentIntents(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiError) {
+func prefixed(prefix string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	return out
+}
+
+func listPaymentIntents(a *Account, _ string, q url.Values, rq request) ([]byte, *apiError) {
 	p, e := parseList(q)
 	if e != nil {
 		return nil, e
 	}
-	set, e := expandSet(q, "data.latest_charge", "data.latest_charge.refunds")
+	set, e := expandSet(q, prefixed("data.", piExpands)...)
 	if e != nil {
 		return nil, e
 	}
@@ -149,11 +167,11 @@ func listPaymentIntents(a *Account, _ string, q url.Values, _ time.Time) ([]byte
 		return nil, e
 	}
 	items, more := paginate(view{a.piOrder.Idx, a.piCreated, nil}, p.gte, p.lte, cur, before, p.limit)
-	return a.renderList("/v1/payment_intents", items, more, func(b []byte, i int32) []byte { return a.appendPI(b, i, exp) }), nil
+	return a.renderList("/v1/payment_intents", items, more, func(b []byte, i int32) []byte { return a.appendPI(b, i, exp, rq.rv) }), nil
 }
 
-func getPaymentIntent(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiError) {
-	set, e := expandSet(q, "latest_charge", "latest_charge.refunds")
+func getPaymentIntent(a *Account, id string, q url.Values, rq request) ([]byte, *apiError) {
+	set, e := expandSet(q, piExpands...)
 	if e != nil {
 		return nil, e
 	}
@@ -163,11 +181,11 @@ func getPaymentIntent(a *Account, id string, q url.Values, _ time.Time) ([]byte,
 	if e != nil {
 		return nil, e
 	}
-	return append(a.appendPI(nil, i, piExpand(set, "")), '\n'), nil
+	return append(a.appendPI(nil, i, piExpand(set, ""), rq.rv), '\n'), nil
 }
 
-func getCharge(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiError) {
-	set, e := expandSet(q, "refunds")
+func getCharge(a *Account, id string, q url.Values, rq request) ([]byte, *apiError) {
+	set, e := expandSet(q, "refunds", "balance_transaction")
 	if e != nil {
 		return nil, e
 	}
@@ -177,10 +195,17 @@ func getCharge(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiEr
 	if e != nil {
 		return nil, e
 	}
-	return append(a.appendCharge(nil, i, set["refunds"]), '\n'), nil
+	exp := expandNone
+	if set["refunds"] {
+		exp |= expandRefunds
+	}
+	if set["balance_transaction"] {
+		exp |= expandBT
+	}
+	return append(a.appendCharge(nil, i, exp, rq.rv), '\n'), nil
 }
 
-func listRefunds(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiError) {
+func listRefunds(a *Account, _ string, q url.Values, rq request) ([]byte, *apiError) {
 	p, e := parseList(q)
 	if e != nil {
 		return nil, e
@@ -201,13 +226,16 @@ func listRefunds(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiE
 		fakekit.Ascending(items, a.refundCreated)
 	}
 	var match func(int32) bool
+	if rq.rv.basil() {
+		match = func(i int32) bool { return !a.refunds[i].release }
+	}
 	if id := q.Get("payment_intent"); id != "" {
 		pi, e := a.lookup(kPI, id, len(a.pis))
 		if e != nil {
 			e.param = "payment_intent"
 			return nil, e
 		}
-		match = func(i int32) bool { return a.charges[a.refunds[i].charge].pi == pi }
+		match = func(i int32) bool { return a.charges[a.refunds[i].charge].pi == pi && !a.refundHidden(i, rq.rv) }
 	}
 	cur, before, e := a.resolveCursor(&p, kRefund, len(a.refunds), a.refundCreated, -1<<63)
 	if e != nil {
@@ -217,7 +245,7 @@ func listRefunds(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiE
 	return a.renderList("/v1/refunds", out, more, a.appendRefund), nil
 }
 
-func getRefund(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiError) {
+func getRefund(a *Account, id string, q url.Values, rq request) ([]byte, *apiError) {
 	if _, e := expandSet(q); e != nil {
 		return nil, e
 	}
@@ -227,10 +255,13 @@ func getRefund(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiEr
 	if e != nil {
 		return nil, e
 	}
+	if a.refundHidden(i, rq.rv) {
+		return nil, notFound("refund", id, "id")
+	}
 	return append(a.appendRefund(nil, i), '\n'), nil
 }
 
-func getDispute(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiError) {
+func getDispute(a *Account, id string, q url.Values, rq request) ([]byte, *apiError) {
 	if _, e := expandSet(q); e != nil {
 		return nil, e
 	}
@@ -240,10 +271,10 @@ func getDispute(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiE
 	if e != nil {
 		return nil, e
 	}
-	return append(a.appendDispute(nil, i), '\n'), nil
+	return append(a.appendDispute(nil, i, rq.rv), '\n'), nil
 }
 
-func listPayouts(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiError) {
+func listPayouts(a *Account, _ string, q url.Values, rq request) ([]byte, *apiError) {
 	p, e := parseList(q)
 	if e != nil {
 		return nil, e
@@ -251,14 +282,24 @@ func listPayouts(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiE
 	if _, e := expandSet(q); e != nil {
 		return nil, e
 	}
-	var match func(int32) bool
+	arrGTE, arrLTE, e := parseRange(q, "arrival_date")
+	if e != nil {
+		return nil, e
+	}
+	want := ""
 	if st, ok := q["status"]; ok && len(st) > 0 {
-		switch want := st[0]; want {
+		switch want = st[0]; want {
 		case "paid", "pending", "in_transit", "canceled", "failed":
-			match = func(i int32) bool { return a.payoutStatus(i) == want }
 		default:
 			return nil, badRequest("", "status",
 				"Invalid status: must be one of pending, paid, failed, in_transit, or canceled")
+		}
+	}
+	var match func(int32) bool
+	if want != "" || arrGTE != math.MinInt64 || arrLTE != math.MaxInt64 {
+		match = func(i int32) bool {
+			arr := a.payouts[i].arrival
+			return (want == "" || a.payoutStatus(i) == want) && arr >= arrGTE && arr <= arrLTE
 		}
 	}
 	a.rlock()
@@ -271,7 +312,7 @@ func listPayouts(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiE
 	return a.renderList("/v1/payouts", out, more, a.appendPayout), nil
 }
 
-func getPayout(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiError) {
+func getPayout(a *Account, id string, q url.Values, rq request) ([]byte, *apiError) {
 	if _, e := expandSet(q); e != nil {
 		return nil, e
 	}
@@ -284,7 +325,7 @@ func getPayout(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiEr
 	return append(a.appendPayout(nil, i), '\n'), nil
 }
 
-func listBalanceTransactions(a *Account, _ string, q url.Values, _ time.Time) ([]byte, *apiError) {
+func listBalanceTransactions(a *Account, _ string, q url.Values, rq request) ([]byte, *apiError) {
 	p, e := parseList(q)
 	if e != nil {
 		return nil, e
@@ -302,23 +343,78 @@ func listBalanceTransactions(a *Account, _ string, q url.Values, _ time.Time) ([
 			e.param = "payout"
 			return nil, e
 		}
-		items = append([]int32(nil), a.payouts[po].bts...)
+		switch a.payouts[po].recon {
+		case reconNotApplicable:
+			return nil, badRequest("", "payout", "Balance transaction history can only be filtered on automatic transfers, not manual.")
+		case reconInProgress:
+			// Still being reconciled: only the older half is listed yet.
+			items = a.payouts[po].bts[:len(a.payouts[po].bts)/2]
+		default:
+			items = a.payouts[po].bts
+		}
+		items = slices.Clone(items) // payout kept them ascending
 		fakekit.Ascending(items, a.btCreated)
 	}
-	var match func(int32) bool
+	var preds []func(int32) bool
 	if t := q.Get("type"); t != "" {
-		match = func(i int32) bool { return btTypeName[a.bts[i].typ] == t }
+		preds = append(preds, func(i int32) bool { return btTypeName[a.bts[i].typ] == t })
+	}
+	if id := q.Get("source"); id != "" {
+		k, n := a.decodeSource(id)
+		preds = append(preds, func(i int32) bool { return a.bts[i].src == n && a.btSourceKind(i) == k })
+	}
+	if rq.rv.basil() {
+		preds = append(preds, func(i int32) bool { return !a.btHidden(i, rq.rv) })
 	}
 	cur, before, e := a.resolveCursor(&p, kTxn, len(a.bts), a.btCreated, -1<<63)
 	if e != nil {
 		return nil, e
 	}
-	out, more := paginate(view{items, a.btCreated, match}, p.gte, p.lte, cur, before, p.limit)
+	out, more := paginate(view{items, a.btCreated, all(preds)}, p.gte, p.lte, cur, before, p.limit)
 	exp := set["data.source"]
-	return a.renderList("/v1/balance_transactions", out, more, func(b []byte, i int32) []byte { return a.appendBT(b, i, exp) }), nil
+	return a.renderList("/v1/balance_transactions", out, more, func(b []byte, i int32) []byte { return a.appendBT(b, i, exp, rq.rv) }), nil
 }
 
-func getBalanceTransaction(a *Account, id string, q url.Values, _ time.Time) ([]byte, *apiError) {
+// decodeSource decodes a balance transaction source id (a charge, refund or
+// dispute of the account); n is -1 for anything else, which matches
+// nothing.
+func (a *Account) decodeSource(id string) (kind, int32) {
+	for _, k := range []kind{kCharge, kRefund, kDispute} {
+		var count int
+		switch k {
+		case kCharge:
+			count = len(a.charges)
+		case kRefund:
+			count = len(a.refunds)
+		default:
+			count = len(a.disputes)
+		}
+		if n := a.ids.decode(k, id, count); n >= 0 {
+			return k, int32(n)
+		}
+	}
+	return kCharge, -1
+}
+
+// all is the conjunction of the predicates (nil when there are none).
+func all(preds []func(int32) bool) func(int32) bool {
+	switch len(preds) {
+	case 0:
+		return nil
+	case 1:
+		return preds[0]
+	}
+	return func(i int32) bool {
+		for _, p := range preds {
+			if !p(i) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func getBalanceTransaction(a *Account, id string, q url.Values, rq request) ([]byte, *apiError) {
 	set, e := expandSet(q, "source")
 	if e != nil {
 		return nil, e
@@ -329,5 +425,8 @@ func getBalanceTransaction(a *Account, id string, q url.Values, _ time.Time) ([]
 	if e != nil {
 		return nil, e
 	}
-	return append(a.appendBT(nil, i, set["source"]), '\n'), nil
+	if a.btHidden(i, rq.rv) {
+		return nil, notFound("balance_transaction", id, "id")
+	}
+	return append(a.appendBT(nil, i, set["source"], rq.rv), '\n'), nil
 }

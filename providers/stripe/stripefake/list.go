@@ -143,39 +143,51 @@ func parseInt(q url.Values, name string) (int64, bool, *apiError) {
 	return v, true, nil
 }
 
-func parseList(q url.Values) (listParams, *apiError) {
-	p := listParams{gte: math.MinInt64, lte: math.MaxInt64, limit: 10}
-	if v, ok, err := parseInt(q, "created"); err != nil {
-		return p, err
+// parseRange parses a timestamp filter given as name=t or
+// name[gte|gt|lte|lt]=t into inclusive bounds (MinInt64, MaxInt64 when
+// absent).
+func parseRange(q url.Values, name string) (gte, lte int64, e *apiError) {
+	gte, lte = math.MinInt64, math.MaxInt64
+	if v, ok, err := parseInt(q, name); err != nil {
+		return gte, lte, err
 	} else if ok {
-		p.gte, p.lte = max(p.gte, v), min(p.lte, v)
+		gte, lte = v, v
 	}
 	for _, op := range []string{"gte", "gt", "lte", "lt"} {
-		v, ok, err := parseInt(q, "created["+op+"]")
+		v, ok, err := parseInt(q, name+"["+op+"]")
 		if err != nil {
-			return p, err
+			return gte, lte, err
 		}
 		if !ok {
 			continue
 		}
 		switch op {
 		case "gte":
-			p.gte = max(p.gte, v)
+			gte = max(gte, v)
 		case "gt":
 			if v == math.MaxInt64 {
-				p.gte, p.lte = 1, 0
+				gte, lte = 1, 0
 			} else {
-				p.gte = max(p.gte, v+1)
+				gte = max(gte, v+1)
 			}
 		case "lte":
-			p.lte = min(p.lte, v)
+			lte = min(lte, v)
 		case "lt":
 			if v == math.MinInt64 {
-				p.gte, p.lte = 1, 0
+				gte, lte = 1, 0
 			} else {
-				p.lte = min(p.lte, v-1)
+				lte = min(lte, v-1)
 			}
 		}
+	}
+	return gte, lte, nil
+}
+
+func parseList(q url.Values) (listParams, *apiError) {
+	p := listParams{gte: math.MinInt64, lte: math.MaxInt64, limit: 10}
+	var err *apiError
+	if p.gte, p.lte, err = parseRange(q, "created"); err != nil {
+		return p, err
 	}
 	if v, ok, err := parseInt(q, "limit"); err != nil {
 		return p, err

@@ -23,8 +23,11 @@ import (
 
 // Options configures a Server.
 type Options struct {
-	Now  func() time.Time // clock for the 30-day event horizon; nil = time.Now
-	Seed int64            // for deterministic ids and failure injection
+	// Now is the clock for the 30-day event horizon, balance transaction
+	// statuses (pending until available_on) and manual-payout settlement;
+	// nil = time.Now.
+	Now  func() time.Time
+	Seed int64 // for deterministic ids and failure injection
 }
 
 // Horizon is how far back events are listed and retrievable, as on Stripe.
@@ -83,7 +86,7 @@ func (s *Server) Account(id string) *Account {
 	defer s.accMu.Unlock()
 	a, ok := s.accounts[id]
 	if !ok {
-		a = newAccount(id, s.opts.Seed)
+		a = newAccount(id, s.opts.Seed, s.now)
 		s.accounts[id] = a
 	}
 	return a
@@ -130,8 +133,14 @@ func (s *Server) retryHeader() string {
 	return s.shouldRetry
 }
 
+// request is what a handler needs of the request besides its id and query.
+type request struct {
+	now time.Time
+	rv  render // the request's Stripe-Version (default APIVersion), judged at now
+}
+
 // handler serves one endpoint for account a.
-type handler = func(a *Account, id string, q url.Values, now time.Time) ([]byte, *apiError)
+type handler = func(a *Account, id string, q url.Values, rq request) ([]byte, *apiError)
 
 type route struct {
 	pattern string
@@ -161,7 +170,9 @@ func (s *Server) route(method, path string) route {
 	case "balance_transactions":
 		list, get = listBalanceTransactions, getBalanceTransaction
 	case "accounts":
-		list = s.listAccounts // accounts.go
+		list, get = s.listAccounts, s.getAccountByID // accounts.go
+	case "account":
+		list = getAccount // accounts.go: GET /v1/account
 	}
 	base := "/v1/" + parts[1]
 	switch {
@@ -180,10 +191,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Request-Id", reqID)
 	h.Set("Content-Type", "application/json")
-	h.Set("Stripe-Version", APIVersion)
+	version := strings.TrimSpace(r.Header.Get("Stripe-Version"))
+	if version == "" {
+		version = APIVersion
+	}
+	h.Set("Stripe-Version", version)
 	h.Set("Cache-Control", "no-cache, no-store")
 
-	status, body := s.respond(rt, r, h)
+	status, body := s.respond(rt, r, h, version)
 	body = s.corruptBody(rt.pattern, status, body)
 	s.counts.Answered(status, rt.pattern)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -191,7 +206,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-func (s *Server) respond(rt route, r *http.Request, h http.Header) (int, []byte) {
+func (s *Server) respond(rt route, r *http.Request, h http.Header, version string) (int, []byte) {
 	// Every request, authenticated or not, consumes an injected failure
 	// (or a draw of the failure rate's coin).
 	latency, failStatus, retry := s.faults.Latency(), s.faults.Fail(), s.retryHeader()
@@ -222,7 +237,8 @@ func (s *Server) respond(rt route, r *http.Request, h http.Header) (int, []byte)
 	}
 	acct := strings.TrimSpace(r.Header.Get("Stripe-Account"))
 	a := s.Account(acct)
-	body, e := rt.handle(a, rt.id, r.URL.Query(), s.now())
+	now := s.now()
+	body, e := rt.handle(a, rt.id, r.URL.Query(), request{now: now, rv: render{rules: rulesOf(version), now: now.Unix()}})
 	if e != nil {
 		return e.status, errorJSON(e)
 	}
