@@ -36,7 +36,7 @@ var Limits = []Limit{
 	{Key: "run.stuck_limit", Min: -1, Max: 100000, Integer: true, Hint: "use -1 (off) to 100000; 100 is a good default"},
 	{Key: "run.shutdown_grace", Min: float64(time.Second), Max: float64(time.Hour), Duration: true, Hint: "use 1s to 1h, below the pod's terminationGracePeriodSeconds; 25s is a good default"},
 	{Key: "run.lock_wait", Flag: "--lock-wait", Min: 0, Max: float64(24 * time.Hour), Duration: true, Hint: "use 0s (give up at once) to 24h; e.g. 30s"},
-	{Key: "providers.stripe.requests_per_second", Min: 0.01, Max: 1000, Hint: "use 0.01 to 1000; Stripe allows about 100 reads/s live and 25 in test mode; stay below"},
+	{Key: "providers.stripe.requests_per_second", Min: 0.01, Max: 1000, Hint: "use 0.01 to 1000; Stripe allows 25 requests/s per endpoint by default, within 100/s per account live (25 in a sandbox), shared with your app; stay below 25"},
 	{Key: "providers.stripe.max_retries", Min: 0, Max: 100, Integer: true, Hint: "use 0 to 100; e.g. 8"},
 	{Key: "providers.stripe.timeout", Min: float64(time.Millisecond), Max: float64(10 * time.Minute), Duration: true, Hint: "use 1ms to 10m; e.g. 30s"},
 	{Key: "providers.gocardless.requests_per_second", Min: 0.01, Max: 1000, Hint: "use 0.01 to 1000; GoCardless allows 1000 requests a minute per token; stay below about 15"},

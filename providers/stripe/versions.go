@@ -25,10 +25,13 @@ const (
 	versionBasil = "2025-03-31"
 	// versionPrevented adds the dispute status prevented.
 	versionPrevented = "2025-08-27"
-	// newestKnownVersion is the newest version whose changelog was read
-	// for the fields the mapping uses. An event rendered in a later one may
-	// have changed them: it is reported, never read.
-	newestKnownVersion = "2026-11-18"
+	// newestKnownVersion is the newest version whose changes were read for
+	// the fields the mapping uses: the last Dahlia release (2026-08-26;
+	// stripe-go v86 pins 2026-07-29.dahlia). Endive (2026-09-30) is a major
+	// release whose breaking changes no source here lists. An event
+	// rendered in a later version may have changed those fields: it is
+	// reported, never read.
+	newestKnownVersion = "2026-08-26"
 )
 
 var versionPattern = regexp.MustCompile(`^(\d{4}-\d{2}-\d{2})(\.[a-z]+)?$`)
@@ -46,7 +49,8 @@ func versionDate(v string) (string, bool) {
 		return pinnedDate, true
 	}
 	m := versionPattern.FindStringSubmatch(v)
-	if m == nil || m[1] > newestKnownVersion || m[1] < "2011-01-01" {
+	// A preview version (2026-02-25.preview) renders unreleased shapes.
+	if m == nil || m[2] == ".preview" || m[1] > newestKnownVersion || m[1] < "2011-01-01" {
 		return "", false
 	}
 	return m[1], true
