@@ -513,3 +513,276 @@ func TestChargeExpansions(t *testing.T) {
 	assert.Len(t, it.PaymentIntent().LatestCharge.Refunds.Data, 1)
 	require.NoError(t, it.Err())
 }
+
+func btIDs(t *testing.T, sc *client.API, p *stripe.BalanceTransactionListParams) []*stripe.BalanceTransaction {
+	t.Helper()
+	var out []*stripe.BalanceTransaction
+	it := sc.BalanceTransactions.List(p)
+	for it.Next() {
+		out = append(out, it.BalanceTransaction())
+	}
+	require.NoError(t, it.Err())
+	return out
+}
+
+func TestListBalanceTransactions(t *testing.T) {
+	s, sc := newAPI(t)
+	a := s.Account("")
+	t0 := now0.Add(-10 * 24 * time.Hour)
+	var pis []string
+	for i := 0; i < 4; i++ {
+		at := t0.Add(time.Duration(i) * time.Hour)
+		pi := a.CreatePayment(int64(1000+i), "gbp", false, at)
+		a.Capture(pi, at)
+		pis = append(pis, pi)
+	}
+	re := a.Refund(pis[1], 300, t0.Add(5*time.Hour))
+	dp := a.Dispute(pis[2], t0.Add(6*time.Hour))
+	a.WithdrawDisputeFunds(dp, t0.Add(6*time.Hour))
+
+	all := btIDs(t, sc, &stripe.BalanceTransactionListParams{})
+	require.Len(t, all, 6)
+	var types []string
+	for i, bt := range all {
+		types = append(types, string(bt.Type))
+		if i > 0 {
+			assert.LessOrEqual(t, bt.Created, all[i-1].Created, "newest first")
+		}
+	}
+	assert.Equal(t, []string{"adjustment", "refund", "charge", "charge", "charge", "charge"}, types)
+	assert.Equal(t, int64(-1002), all[0].Amount)
+	assert.Equal(t, stripe.BalanceTransactionReportingCategory("dispute"), all[0].ReportingCategory)
+	assert.Equal(t, dp, all[0].Source.ID)
+	assert.Equal(t, re, all[1].Source.ID)
+
+	// the rendered fields
+	_, _, body := rawGet(t, s, "/v1/balance_transactions?limit=1&type=charge")
+	var l struct{ Data []map[string]json.RawMessage }
+	require.NoError(t, json.Unmarshal(body, &l))
+	require.Len(t, l.Data, 1)
+	for _, k := range []string{"id", "object", "amount", "available_on", "created", "currency", "fee", "net", "reporting_category", "source", "status", "type"} {
+		assert.Contains(t, l.Data[0], k)
+	}
+
+	charges := btIDs(t, sc, &stripe.BalanceTransactionListParams{Type: stripe.String("charge")})
+	assert.Len(t, charges, 4)
+	assert.Empty(t, btIDs(t, sc, &stripe.BalanceTransactionListParams{Type: stripe.String("payment")}), "card charges are type charge")
+	refunds := btIDs(t, sc, &stripe.BalanceTransactionListParams{Type: stripe.String("refund")})
+	require.Len(t, refunds, 1)
+	assert.Equal(t, int64(-300), refunds[0].Amount)
+
+	ch0 := fullPI(t, sc, pis[0]).LatestCharge.ID
+	bySource := btIDs(t, sc, &stripe.BalanceTransactionListParams{Source: stripe.String(ch0)})
+	require.Len(t, bySource, 1)
+	assert.Equal(t, int64(1000), bySource[0].Amount)
+	assert.Empty(t, btIDs(t, sc, &stripe.BalanceTransactionListParams{Source: stripe.String("ch_unknown")}))
+
+	ranged := btIDs(t, sc, &stripe.BalanceTransactionListParams{CreatedRange: &stripe.RangeQueryParams{
+		GreaterThan: t0.Unix(), LesserThanOrEqual: t0.Add(5 * time.Hour).Unix()}})
+	assert.Len(t, ranged, 4) // charges 1..3 and the refund
+
+	// paging with cursors, and expansion of every kind of source
+	lp := &stripe.BalanceTransactionListParams{ListParams: stripe.ListParams{Limit: stripe.Int64(2)}}
+	lp.AddExpand("data.source")
+	paged := btIDs(t, sc, lp)
+	require.Len(t, paged, 6)
+	for i := range paged {
+		assert.Equal(t, all[i].ID, paged[i].ID)
+	}
+	assert.Equal(t, dp, paged[0].Source.Dispute.ID)
+	assert.Equal(t, re, paged[1].Source.Refund.ID)
+	assert.Equal(t, pis[3], paged[2].Source.Charge.PaymentIntent.ID)
+	after := btIDs(t, sc, &stripe.BalanceTransactionListParams{ListParams: stripe.ListParams{StartingAfter: stripe.String(all[1].ID)}})
+	assert.Len(t, after, 4)
+	assert.Equal(t, all[2].ID, after[0].ID)
+	_, _, body = rawGet(t, s, "/v1/balance_transactions?limit=2&ending_before="+all[3].ID)
+	ids, more := listIDs(t, body)
+	assert.Equal(t, []string{all[1].ID, all[2].ID}, ids)
+	assert.True(t, more)
+}
+
+func TestListPayouts(t *testing.T) {
+	s, sc := newAPI(t)
+	a := s.Account("")
+	t0 := now0.Add(-10 * 24 * time.Hour)
+	var pos []string
+	for i := 0; i < 4; i++ {
+		at := t0.Add(time.Duration(i) * 24 * time.Hour)
+		pi := a.CreatePayment(100, "gbp", false, at)
+		a.Capture(pi, at)
+		pos = append(pos, a.Payout(at.Add(time.Hour), pi))
+	}
+	a.FailPayout(pos[1], "failed", t0.Add(3*24*time.Hour))
+
+	list := func(p *stripe.PayoutListParams) []string {
+		var ids []string
+		it := sc.Payouts.List(p)
+		for it.Next() {
+			ids = append(ids, it.Payout().ID)
+		}
+		require.NoError(t, it.Err())
+		return ids
+	}
+	assert.Equal(t, reversed(pos), list(&stripe.PayoutListParams{ListParams: stripe.ListParams{Limit: stripe.Int64(1)}}))
+	day1 := t0.Add(24*time.Hour + time.Hour).Unix()
+	assert.Equal(t, []string{pos[3], pos[2]}, list(&stripe.PayoutListParams{ArrivalDateRange: &stripe.RangeQueryParams{GreaterThan: day1}}))
+	assert.Equal(t, []string{pos[1]}, list(&stripe.PayoutListParams{ArrivalDate: stripe.Int64(day1)}))
+	assert.Equal(t, []string{pos[1], pos[0]}, list(&stripe.PayoutListParams{CreatedRange: &stripe.RangeQueryParams{LesserThanOrEqual: day1}}))
+	assert.Equal(t, []string{pos[1]}, list(&stripe.PayoutListParams{Status: stripe.String("failed")}))
+	assert.Equal(t, []string{pos[3], pos[2], pos[0]}, list(&stripe.PayoutListParams{Status: stripe.String("paid")}))
+	assert.Equal(t, []string{pos[1], pos[0]}, list(&stripe.PayoutListParams{ListParams: stripe.ListParams{StartingAfter: stripe.String(pos[2])}}))
+	// stripe-go walks ending_before pages oldest to newest
+	assert.Equal(t, []string{pos[2], pos[3]}, list(&stripe.PayoutListParams{ListParams: stripe.ListParams{EndingBefore: stripe.String(pos[1])}}))
+	st, _, _ := rawGet(t, s, "/v1/payouts?arrival_date[gte]=x")
+	assert.Equal(t, 400, st)
+
+	p, err := sc.Payouts.Get(pos[1], nil)
+	require.NoError(t, err)
+	assert.Equal(t, stripe.PayoutStatusFailed, p.Status)
+	assert.Equal(t, stripe.PayoutFailureCodeCouldNotProcess, p.FailureCode)
+	assert.Nil(t, p.FailureBalanceTransaction)
+	_, _, body := rawGet(t, s, "/v1/payouts/"+pos[0])
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(body, &m))
+	for _, k := range []string{"id", "object", "amount", "arrival_date", "automatic", "created", "currency", "status", "reconciliation_status", "failure_balance_transaction", "failure_code"} {
+		assert.Contains(t, m, k)
+	}
+}
+
+func TestDisputeFunds(t *testing.T) {
+	s, sc := newAPI(t)
+	a := s.Account("")
+	t0 := now0.Add(-10 * 24 * time.Hour)
+	pi := a.CreatePayment(4200, "gbp", false, t0)
+	a.Capture(pi, t0)
+	a.Payout(t0.Add(48*time.Hour), pi)
+	dp := a.Dispute(pi, t0.Add(3*24*time.Hour))
+	a.WithdrawDisputeFunds(dp, t0.Add(3*24*time.Hour))
+	a.UpdateDispute(dp, "under_review", t0.Add(4*24*time.Hour))
+	a.ReinstateDisputeFunds(dp, t0.Add(5*24*time.Hour))
+
+	es := eventsOf(t, sc, "charge.dispute.*")
+	assert.Equal(t, []string{"charge.dispute.created", "charge.dispute.funds_withdrawn", "charge.dispute.updated", "charge.dispute.funds_reinstated"}, typesOf(es))
+	var amounts [][]int64
+	var statuses []string
+	for _, e := range es {
+		var d stripe.Dispute
+		require.NoError(t, json.Unmarshal(e.Raw, &d))
+		assert.Equal(t, dp, d.ID)
+		assert.Equal(t, pi, d.PaymentIntent.ID)
+		var am []int64
+		for _, bt := range d.BalanceTransactions {
+			am = append(am, bt.Amount)
+			assert.Equal(t, stripe.BalanceTransactionTypeAdjustment, bt.Type)
+			assert.Equal(t, dp, bt.Source.ID)
+		}
+		amounts = append(amounts, am)
+		statuses = append(statuses, string(d.Status))
+	}
+	assert.Equal(t, [][]int64{nil, {-4200}, {-4200}, {-4200, 4200}}, amounts)
+	assert.Equal(t, []string{"needs_response", "needs_response", "under_review", "under_review"}, statuses)
+
+	d, err := sc.Disputes.Get(dp, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "dispute", d.Object)
+	assert.Equal(t, int64(4200), d.Amount)
+	assert.Equal(t, stripe.DisputeStatusUnderReview, d.Status)
+	require.Len(t, d.BalanceTransactions, 2)
+	assert.Equal(t, stripe.BalanceTransactionReportingCategory("dispute_reversal"), d.BalanceTransactions[1].ReportingCategory)
+	assert.Equal(t, stripe.DisputeReasonFraudulent, d.Reason)
+	assert.False(t, d.IsChargeRefundable)
+
+	assert.Equal(t, models.StateSettled, a.ExpectedAt(now0)[pi].State, "funds events change nothing")
+	a.CloseDispute(dp, "lost", t0.Add(6*24*time.Hour))
+	assert.Equal(t, models.StateChargeback, a.ExpectedAt(now0)[pi].State)
+
+	// the next payout sweeps the adjustments
+	pi2 := a.CreatePayment(1000, "gbp", false, t0.Add(5*24*time.Hour))
+	a.Capture(pi2, t0.Add(5*24*time.Hour))
+	po := a.Payout(t0.Add(7*24*time.Hour), pi2)
+	p, err := sc.Payouts.Get(po, nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1000), p.Amount)
+	assert.Len(t, btIDs(t, sc, &stripe.BalanceTransactionListParams{Payout: stripe.String(po)}), 3)
+}
+
+func TestPendingAndCanceledRefunds(t *testing.T) {
+	s, sc := newAPI(t)
+	a := s.Account("")
+	t0 := now0.Add(-10 * 24 * time.Hour)
+	pi := a.CreatePayment(5000, "gbp", false, t0)
+	a.Capture(pi, t0)
+	re := a.PendingRefund(pi, 2000, t0.Add(time.Hour))
+
+	ch := fullPI(t, sc, pi).LatestCharge
+	assert.Equal(t, int64(2000), ch.AmountRefunded, "a pending card refund counts")
+	require.Len(t, ch.Refunds.Data, 1)
+	assert.Equal(t, stripe.RefundStatusPending, ch.Refunds.Data[0].Status)
+
+	a.CancelRefund(re, t0.Add(2*time.Hour))
+	ch = fullPI(t, sc, pi).LatestCharge
+	assert.Zero(t, ch.AmountRefunded, "a canceled refund no longer counts")
+	assert.False(t, ch.Refunded)
+	r, err := sc.Refunds.Get(re, nil)
+	require.NoError(t, err)
+	assert.Equal(t, stripe.RefundStatusCanceled, r.Status)
+	assert.Empty(t, r.FailureReason)
+
+	es := eventsOf(t, sc, "charge.refunded", "charge.refund.updated")
+	require.Len(t, es, 2)
+	assert.Equal(t, int64(2000), chargeOf(t, es[0].Raw).AmountRefunded)
+	var er stripe.Refund
+	require.NoError(t, json.Unmarshal(es[1].Raw, &er))
+	assert.Equal(t, "charge.refund.updated", es[1].Type)
+	assert.Equal(t, stripe.RefundStatusCanceled, er.Status)
+
+	// a full pending refund that fails
+	full := a.PendingRefund(pi, 0, t0.Add(3*time.Hour))
+	ch = fullPI(t, sc, pi).LatestCharge
+	assert.Equal(t, int64(5000), ch.AmountRefunded)
+	assert.True(t, ch.Refunded)
+	a.FailRefund(full, t0.Add(4*time.Hour))
+	ch = fullPI(t, sc, pi).LatestCharge
+	assert.Zero(t, ch.AmountRefunded)
+	assert.False(t, ch.Refunded)
+	r, err = sc.Refunds.Get(full, nil)
+	require.NoError(t, err)
+	assert.Equal(t, stripe.RefundStatusFailed, r.Status)
+	assert.NotEmpty(t, r.FailureReason)
+	assert.NotEmpty(t, r.FailureBalanceTransaction.ID)
+
+	// the webhooks never lower amount_refunded; Reverted says how much of
+	// it is not refunded money
+	exp := a.ExpectedAt(now0)[pi]
+	assert.Equal(t, models.StateRefunded, exp.State)
+	assert.Equal(t, int64(5000), exp.AmountRefunded)
+	assert.Equal(t, int64(5000), exp.Reverted, "none of it is refunded money")
+	assert.Panics(t, func() { a.CancelRefund(full, now0) })
+}
+
+func TestNewEventTypesFilter(t *testing.T) {
+	s, sc := newAPI(t)
+	a := s.Account("")
+	a.SetAPIVersion("2024-10-28.acacia")
+	t0 := now0.Add(-10 * 24 * time.Hour)
+	pi := a.CreatePayment(5000, "gbp", false, t0)
+	a.Capture(pi, t0)
+	re := a.Refund(pi, 100, t0.Add(time.Hour))
+	a.FailRefund(re, t0.Add(2*time.Hour))
+	dp := a.Dispute(pi, t0.Add(3*time.Hour))
+	a.WithdrawDisputeFunds(dp, t0.Add(3*time.Hour))
+	po := a.PayoutInProgress(t0.Add(48*time.Hour), pi)
+	a.CompleteReconciliation(po, t0.Add(49*time.Hour))
+
+	for _, typ := range []string{"refund.created", "refund.updated", "refund.failed", "charge.dispute.funds_withdrawn", "payout.reconciliation_completed"} {
+		es := eventsOf(t, sc, typ)
+		require.Len(t, es, 1, typ)
+		assert.Equal(t, "2024-10-28.acacia", es[0].APIVersion)
+	}
+	assert.Equal(t, []string{"refund.created", "refund.updated", "refund.failed", "payout.reconciliation_completed"},
+		typesOf(eventsOf(t, sc, "refund.*", "payout.reconciliation_completed")))
+	ds := a.Deliveries()
+	got, err := sc.Events.Get(ds[len(ds)-1].EventID, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "payout.reconciliation_completed", string(got.Type))
+}

@@ -52,9 +52,9 @@ type Expected struct {
 	// captured (less than Amount); 0 otherwise (not captured, or all of
 	// Amount).
 	AmountCaptured int64
-	// Reverted is the sum of the refunds that failed or were canceled after
-	// AmountRefunded counted them (the webhooks never lower it): refunds of
-	// captured money are AmountRefunded − Reverted.
+	// Reverted is how much of AmountRefunded (which the webhooks never
+	// lower) refunds that failed or were canceled later took back: refunds
+	// of captured money are AmountRefunded − Reverted.
 	Reverted int64
 	// PayoutID is, when State is settled, the payout that settled it; ""
 	// for a payment of a manual-payout account, settled when its funds
@@ -141,7 +141,7 @@ func (a *Account) ExpectedAt(t time.Time) map[string]Expected {
 		at       time.Time
 		refunded int64
 		captured int64
-		reverted int64
+		net      int64 // amount_refunded of captured money, failed and canceled refunds taken out
 		payout   int32
 	}
 	cur := make([]st, len(a.pis))
@@ -182,9 +182,13 @@ func (a *Account) ExpectedAt(t time.Time) map[string]Expected {
 			if f.flags&factPartial != 0 {
 				c.captured = a.partialCaptured(f.pi)
 			}
-			if f.flags&factReverted != 0 {
-				c.reverted += f.amountRefunded
-			} else {
+			switch {
+			case f.flags&factReverted != 0:
+				c.net -= f.amountRefunded
+			case e.snap.kind == kCharge:
+				c.net = f.amountRefunded
+				c.refunded = max(c.refunded, f.amountRefunded)
+			default:
 				c.refunded = max(c.refunded, f.amountRefunded)
 			}
 		}
@@ -201,7 +205,7 @@ func (a *Account) ExpectedAt(t time.Time) map[string]Expected {
 			c.refunded = 0
 		}
 		x := Expected{State: c.state, At: c.at, AmountRefunded: c.refunded, Amount: p.amount, Currency: p.currency,
-			AmountCaptured: c.captured, Reverted: min(c.reverted, c.refunded)}
+			AmountCaptured: c.captured, Reverted: max(c.refunded-c.net, 0)}
 		if c.state == models.StateSettled && c.payout >= 0 {
 			x.PayoutID = a.ids.id(kPayout, int(c.payout))
 		}
