@@ -87,7 +87,7 @@ func reportTitle(rep Report) string {
 // kindOrder is the order of drift kinds in charts; kinds not listed follow,
 // sorted by name.
 var kindOrder = []string{models.KindConflict, models.KindStale, models.KindMismatch, models.KindUnknownStatus,
-	models.KindMissingLocal, models.KindBehind}
+	models.KindDispute, models.KindMissingLocal, models.KindBehind}
 
 // actionOrder is the stacking order of actions: those needing a human first.
 var actionOrder = []string{models.ActionRefused, models.ActionReported, models.ActionRepaired}
@@ -101,6 +101,7 @@ var kindGlossary = []glossaryEntry{
 	{models.KindStale, models.ActionRefused, "our row was set by a newer fact than the provider's; nothing was changed"},
 	{models.KindMismatch, models.ActionReported, "amount or currency differ; the amount was never changed"},
 	{models.KindUnknownStatus, models.ActionReported, "a provider status we do not know; never guessed"},
+	{models.KindDispute, models.ActionReported, "the customer's bank disputes the payment (funds may be withdrawn); the state changes only if the dispute is lost"},
 }
 
 type htmlPage struct {
