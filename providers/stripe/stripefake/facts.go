@@ -148,21 +148,15 @@ func (a *Account) ExpectedAt(t time.Time) map[string]Expected {
 	for i := range cur {
 		cur[i].payout = -1
 	}
-	apply := func(pi int32, to models.State, at time.Time, payout int32) {
-		c := &cur[pi]
-		if to != models.StateNone && (c.state == models.StateNone || models.Guard(c.state, &c.at, to, at)) {
-			c.state, c.at = to, at
-			if to == models.StateSettled {
-				c.payout = payout
-			}
-		}
-	}
 	settles := a.availableSettles(min(limit, a.now().Unix()))
 	next := 0
 	settleUntil := func(t int64) {
 		for ; next < len(settles) && a.bts[a.charges[settles[next]].bt].availableOn <= t; next++ {
-			ch := settles[next]
-			apply(a.charges[ch].pi, models.StateSettled, time.Unix(a.bts[a.charges[ch].bt].availableOn, 0).UTC(), -1)
+			c := &cur[a.charges[settles[next]].pi]
+			at := time.Unix(a.bts[a.charges[settles[next]].bt].availableOn, 0).UTC()
+			if c.state == models.StateNone || models.Guard(c.state, &c.at, models.StateSettled, at) {
+				c.state, c.at, c.payout = models.StateSettled, at, -1
+			}
 		}
 	}
 	for _, seq := range a.eventOrder.Idx {
@@ -170,15 +164,20 @@ func (a *Account) ExpectedAt(t time.Time) map[string]Expected {
 		if e.created > limit {
 			break
 		}
-		settleUntil(e.created - 1)
-		at := time.Unix(e.created, 0).UTC()
-		payout := int32(-1)
-		if e.snap.kind == kPayout {
-			payout = e.snap.obj
+		if next < len(settles) {
+			settleUntil(e.created - 1)
 		}
+		at := time.Unix(e.created, 0).UTC()
 		for _, f := range a.eventFacts(int(seq)) {
 			c := &cur[f.pi]
-			apply(f.pi, fakekit.StateOf(f.state), at, payout)
+			if to := fakekit.StateOf(f.state); to != models.StateNone {
+				if c.state == models.StateNone || models.Guard(c.state, &c.at, to, at) {
+					c.state, c.at = to, at
+					if to == models.StateSettled && e.snap.kind == kPayout {
+						c.payout = e.snap.obj
+					}
+				}
+			}
 			if f.flags&factPartial != 0 {
 				c.captured = a.partialCaptured(f.pi)
 			}

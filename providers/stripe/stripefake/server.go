@@ -1,9 +1,11 @@
 // Package stripefake is a fake Stripe API server that the real stripe-go v76
 // client cannot tell from Stripe, for the GET endpoints the reconciler uses:
-// events, payment intents, charges, refunds, disputes, payouts and balance
-// transactions, with Stripe's list semantics, error shapes, Connect
-// accounts (Stripe-Account header), a 30-day event horizon and fault
-// injection. Accounts are built with explicit, event-emitting builder
+// events, payment intents, charges, refunds, disputes, payouts, balance
+// transactions and the account (its payout schedule), with Stripe's list
+// semantics, error shapes, Connect accounts (Stripe-Account header), a
+// 30-day event horizon and fault injection. Fetched objects are rendered in
+// the request's Stripe-Version (default APIVersion), events in the API
+// version their account had when they were emitted (Account.SetAPIVersion). Accounts are built with explicit, event-emitting builder
 // methods (or a realistic generator), and every account knows the ground
 // truth its events imply (Deliveries, ExpectedAt).
 package stripefake
