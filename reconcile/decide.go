@@ -158,7 +158,20 @@ func Decide(local Local, changes []Change) Plan {
 	cur := models.StateNone
 	seenEvent := map[string]bool{}
 	var notices map[string]*Item
+	// A state an event shows is dated by the event: the same state inferred
+	// from an object (a re-fetch) keeps its amounts and view but does not
+	// establish the state, since its time is the provider's nearest field,
+	// not the provider's time of the change.
+	var evented [numRanks]bool
 	for _, c := range cs {
+		if c.State.Valid() && !c.Inferred {
+			evented[rank(c.State)] = true
+		}
+	}
+	for _, c := range cs {
+		if c.Inferred && c.State.Valid() && evented[rank(c.State)] {
+			c.State = models.StateNone
+		}
 		if c.EventID != "" && !seenEvent[c.EventID] {
 			seenEvent[c.EventID] = true
 			p.Events = append(p.Events, c.EventID)
@@ -380,6 +393,19 @@ func Classify(before, after Local, p Plan, applied []Step, inserted bool, w Chec
 		items = append(items, it)
 	}
 	refundRaised := after.AmountRefunded > before.AmountRefunded
+	if before.Exists && p.AmountCaptured > 0 && before.AmountCaptured != p.AmountCaptured && p.AmountCaptured < before.Amount {
+		// A partial capture the row did not record: the released remainder
+		// is not a refund, and the row's amount stays the authorised one.
+		items = append(items, Item{
+			Kind: models.KindMismatch, Action: models.ActionReported,
+			LocalState: before.State, ProviderState: string(latestState(p)),
+			Detail: map[string]any{
+				"local_amount": before.Amount, "amount_captured": p.AmountCaptured, "released": before.Amount - p.AmountCaptured,
+				"explanation": fmt.Sprintf("The provider captured %d of the %d %s authorised; the %d released is not a refund. amount_captured was recorded; amount was not changed.",
+					p.AmountCaptured, before.Amount, before.Currency, before.Amount-p.AmountCaptured),
+			},
+		})
+	}
 	if !after.Exists {
 		if p.Latest != nil || p.RefundTo > 0 {
 			items = append(items, Item{

@@ -130,6 +130,13 @@ func TestDecideAndClassify(t *testing.T) {
 		{"an event in an unknown API version is reported with its own words", row(models.StateAuthorised, -1),
 			[]Change{{ProviderID: "pi_1", At: ts(5), Unknown: true, RawStatus: "api_version 2031-01-01.zeta", Notice: "The event is rendered in API version 2031-01-01.zeta."}},
 			models.StateAuthorised, []string{"unknown_status/reported"}, 0},
+		{"a partial capture the row lacks is reported once", row(models.StateAuthorised, 0),
+			[]Change{{ProviderID: "pi_1", State: models.StateCaptured, At: ts(5), Snapshot: true, Amount: 1000, Currency: "gbp", AmountCaptured: 700, View: true}},
+			models.StateCaptured, []string{"mismatch/reported", "behind/repaired"}, 0},
+		{"an event dates a state a re-fetch also infers", Local{},
+			[]Change{ch(models.StateCaptured, 1), {ProviderID: "pi_1", State: models.StateChargeback, At: ts(2), Inferred: true, EventID: "recon:pi_1:chargeback:2"},
+				{ProviderID: "pi_1", State: models.StateChargeback, At: ts(9), EventID: "evt_closed"}},
+			models.StateChargeback, []string{"missing_local/repaired"}, 0},
 		{"at most one item per kind", row(models.StateAuthorised, -1), []Change{
 			{ProviderID: "pi_1", At: ts(5), Unknown: true, RawStatus: "a"}, {ProviderID: "pi_1", At: ts(6), Unknown: true, RawStatus: "b"}},
 			models.StateAuthorised, []string{"unknown_status/reported"}, 0},
@@ -141,6 +148,9 @@ func TestDecideAndClassify(t *testing.T) {
 			items, _ := Classify(c.local, after, p, applied, ins, Check{Since: ts(0), Until: ts(1000), Complete: true})
 			if after.State != c.wantState {
 				t.Errorf("state = %s, want %s", after.State, c.wantState)
+			}
+			if c.name == "an event dates a state a re-fetch also infers" && !after.At.Equal(ts(9)) {
+				t.Errorf("source_updated_at = %s, want the event's %s", after.At, ts(9))
 			}
 			if after.AmountRefunded != c.wantRef {
 				t.Errorf("amount_refunded = %d, want %d", after.AmountRefunded, c.wantRef)

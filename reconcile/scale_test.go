@@ -115,12 +115,20 @@ func TestTwentyThousandPaymentsLostPerEvent(t *testing.T) {
 		require.Contains(t, kinds, models.KindConflict, "contradicted row %s: items %v", id, kinds)
 	}
 	var wrongInSync int
+	disputes := 0
 	for id := range inSync {
-		if len(byPI[id]) > 0 {
+		for _, it := range byPI[id] {
+			if it.Kind == models.KindDispute {
+				// An open dispute is a notice for support, not drift: the
+				// row is right, and the customer's bank is asking.
+				disputes++
+				continue
+			}
 			wrongInSync++
-			t.Errorf("payment %s was in sync and got %s/%s: %s", id, byPI[id][0].Kind, byPI[id][0].Action, string(byPI[id][0].Detail))
+			t.Errorf("payment %s was in sync and got %s/%s: %s", id, it.Kind, it.Action, string(it.Detail))
 		}
 	}
+	t.Logf("%d in-sync payments with an open dispute reported", disputes)
 	// Left for a human: refused items on payments that are not among the
 	// contradicted rows and that the provider's records settle.
 	var human int

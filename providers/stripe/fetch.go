@@ -15,7 +15,7 @@ import (
 // Fetch implements reconcile.Provider: the stuck-payment path. It re-reads
 // each PaymentIntent with its latest charge, the charge's refunds and its
 // balance transaction, and finishes what the row waits for
-// (docs/providers/stripe.md, section 15):
+// (docs/providers/stripe.md, section 18):
 //
 //   - each state is dated from the most specific field the objects carry:
 //     canceled_at; the charge's created for an authorisation; the capture's
@@ -178,10 +178,21 @@ func fetchedDispute(pi *stripego.PaymentIntent, d *stripego.Dispute, raw json.Ra
 	if d == nil {
 		return reconcile.Change{}, false
 	}
+	// A dispute carries no time of closing: the newest provider time its
+	// objects show (its creation, a movement of funds for it, a refund of
+	// the charge) is the nearest, and is marked inferred. An event that
+	// shows the same state dates it instead (reconcile.Decide).
 	t := at(d.Created)
 	for _, bt := range d.BalanceTransactions {
 		if bt != nil && at(bt.Created).After(t) {
-			t = at(bt.Created) // the latest movement of funds for it
+			t = at(bt.Created)
+		}
+	}
+	if ch := pi.LatestCharge; ch != nil && ch.Refunds != nil {
+		for _, r := range ch.Refunds.Data {
+			if r != nil && at(r.Created).After(t) {
+				t = at(r.Created)
+			}
 		}
 	}
 	ld := leanDispute{ID: d.ID, Status: string(d.Status), Amount: d.Amount, Currency: string(d.Currency), Reason: string(d.Reason), PaymentIntent: expandable(pi.ID)}

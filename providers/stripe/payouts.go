@@ -15,8 +15,8 @@ import (
 	"github.com/reconciler/reconciler/reconcile"
 )
 
-// payoutEvent maps a payout event (docs/providers/stripe.md, sections 4, 5
-// and 13). payout.paid settles every charge the payout's balance
+// payoutEvent maps a payout event (docs/providers/stripe.md, sections 4, 5,
+// 15 and 16). payout.paid settles every charge the payout's balance
 // transactions name; while Stripe is still assigning transactions to it
 // (reconciliation_status in_progress) that list may be short, so
 // payout.reconciliation_completed lists it again once it is complete. A
@@ -53,7 +53,7 @@ func (p *Provider) payoutEvent(ctx context.Context, account string, base reconci
 
 // manualPayoutMessage is the error Stripe answers when a balance
 // transaction list is filtered on a manual payout (docs/providers/stripe.md,
-// section 13).
+// section 15).
 const manualPayoutMessage = "can only be filtered on automatic"
 
 func isManualPayoutRefusal(err error) bool {
