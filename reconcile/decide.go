@@ -168,6 +168,7 @@ func Decide(local Local, changes []Change) Plan {
 			evented[rank(c.State)] = true
 		}
 	}
+	discountFailedRefunds(cs)
 	for _, c := range cs {
 		if c.Inferred && c.State.Valid() && evented[rank(c.State)] {
 			c.State = models.StateNone
@@ -322,6 +323,42 @@ func detail(c Change, explanation string) map[string]any {
 		d["time_inferred"] = true
 	}
 	return d
+}
+
+// discountFailedRefunds reads the refunds that facts show without those
+// that failed (or were canceled) after them: a fact between a refund's
+// creation and its failure counted money that never moved. A full refund so
+// discounted is no longer a refund. cs is sorted; it is changed in place.
+func discountFailedRefunds(cs []Change) {
+	var failed []Change
+	for _, c := range cs {
+		if c.RevertIfRefunded > 0 && !c.RefundSince.IsZero() {
+			failed = append(failed, c)
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	for i := range cs {
+		c := &cs[i]
+		if c.AmountRefunded <= 0 {
+			continue
+		}
+		var off int64
+		for _, f := range failed {
+			if !c.At.Before(f.RefundSince) && c.At.Before(f.At) {
+				off += f.RevertIfRefunded
+			}
+		}
+		if off == 0 {
+			continue
+		}
+		c.AmountRefunded = max(c.AmountRefunded-off, 0)
+		c.Refunded = false
+		if c.State == models.StateRefunded {
+			c.State = models.StateNone
+		}
+	}
 }
 
 // Simulate applies a plan to a local row in memory under the same guard the

@@ -61,6 +61,11 @@ type Change struct {
 	// at least this much: a refund that failed or was canceled matters only
 	// to a row that counted it.
 	RevertIfRefunded int64 `json:"revert_ref,omitempty"`
+	// RefundSince, with RevertIfRefunded, is when the refund that failed
+	// was created: the refunds that facts between RefundSince and At show
+	// counted it, and are read without it (a refund that failed within the
+	// run's facts is never counted).
+	RefundSince time.Time `json:"ref_since,omitzero"`
 	// Notice, when set with NoticeKind, is a fact for a person that moves no
 	// state (an open dispute): reported as an item of that kind. Facts with
 	// the same NoticeKind replace each other in provider-time order, and one

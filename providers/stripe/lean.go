@@ -174,7 +174,7 @@ func fill(obj *fastjson.Value, v any) error {
 		*o = leanCharge{ID: s("id"), Amount: n("amount"), AmountCaptured: n("amount_captured"), AmountRefunded: n("amount_refunded"), Captured: b("captured"),
 			Refunded: b("refunded"), Currency: s("currency"), PaymentIntent: r("payment_intent")}
 	case *leanRefund:
-		*o = leanRefund{ID: s("id"), Amount: n("amount"), Currency: s("currency"), Status: s("status"), PaymentIntent: r("payment_intent")}
+		*o = leanRefund{ID: s("id"), Amount: n("amount"), Currency: s("currency"), Status: s("status"), Created: n("created"), PaymentIntent: r("payment_intent")}
 	case *leanDispute:
 		*o = leanDispute{ID: s("id"), Status: s("status"), Amount: n("amount"), Currency: s("currency"), Reason: s("reason"), PaymentIntent: r("payment_intent")}
 	case *leanPayout:
@@ -271,6 +271,7 @@ type leanRefund struct {
 	Amount        int64      `json:"amount"`
 	Currency      string     `json:"currency"`
 	Status        string     `json:"status"`
+	Created       int64      `json:"created"`
 	PaymentIntent expandable `json:"payment_intent"`
 }
 

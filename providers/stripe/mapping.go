@@ -120,6 +120,10 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 		// Only a row that counted the refund is wrong; a refund that failed
 		// before anyone counted it moved no money.
 		c.RevertIfRefunded = max(r.Amount, 1)
+		if r.Created > 0 && r.Created <= ev.Created {
+			// Charge snapshots since the refund was created counted it.
+			c.RefundSince = at(r.Created)
+		}
 		return keep(c), nil
 
 	case strings.HasPrefix(typ, "charge.dispute."):
