@@ -58,6 +58,10 @@ func BenchmarkNightRequests(b *testing.B) {
 		if err := json.Unmarshal(so.Bytes(), &rep); err != nil {
 			b.Fatal(err)
 		}
+		if p := os.Getenv("NIGHT_REPORT"); p != "" {
+			_ = os.WriteFile(p, so.Bytes(), 0o600)
+			_ = os.WriteFile(p+".log", se.Bytes(), 0o600)
+		}
 		r := rep.Runs[0]
 		num := func(k string) float64 { v, _ := r.Notes[k].(float64); return v }
 		b.ReportMetric(float64(r.APIRequests), "requests")

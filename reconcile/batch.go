@@ -203,7 +203,9 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.ID, b.ID) })
 	evs := make([]store.Event, 0, len(events)+len(recon))
 	for _, ev := range events {
-		evs = append(evs, store.Event{EventID: ev.ID, EventType: ev.Type, Payload: ev.Payload})
+		if !ev.Unread {
+			evs = append(evs, store.Event{EventID: ev.ID, EventType: ev.Type, Payload: ev.Payload})
+		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(recon)) {
 		evs = append(evs, recon[id])

@@ -199,8 +199,15 @@ func Decide(local Local, changes []Change) Plan {
 		if c.Snapshot && c.State.Valid() && (p.Lifecycle == nil || !c.At.Before(p.Lifecycle.At)) {
 			p.Lifecycle = &Step{To: c.State, At: c.At, EventID: c.EventID}
 		}
-		if c.State == models.StateSettled && (p.Settlement == nil || !c.At.Before(p.Settlement.At)) {
-			p.Settlement = &Settlement{At: c.At, PayoutID: c.PayoutID, EventID: c.EventID}
+		if c.State == models.StateSettled {
+			// The newest payout stands; a payout's own settlement is dated by
+			// its first fact (payout.paid, not a later relisting of it).
+			switch s := p.Settlement; {
+			case s == nil, s.PayoutID != c.PayoutID && !c.At.Before(s.At):
+				p.Settlement = &Settlement{At: c.At, PayoutID: c.PayoutID, EventID: c.EventID}
+			case s.PayoutID == c.PayoutID && c.At.Before(s.At):
+				s.At, s.EventID = c.At, c.EventID
+			}
 		}
 		if c.NoticeKind != "" && !c.Unknown {
 			// The newest notice of a kind stands; an empty one withdraws it.

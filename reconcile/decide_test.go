@@ -150,6 +150,10 @@ func TestDecideAndClassify(t *testing.T) {
 			[]Change{ch(models.StateCaptured, 1), {ProviderID: "pi_1", State: models.StateChargeback, At: ts(2), Inferred: true, EventID: "recon:pi_1:chargeback:2"},
 				{ProviderID: "pi_1", State: models.StateChargeback, At: ts(9), EventID: "evt_closed"}},
 			models.StateChargeback, []string{"missing_local/repaired"}, 0},
+		{"a payout relisted later keeps its first time", row(models.StateCaptured, 0),
+			[]Change{{ProviderID: "pi_1", State: models.StateSettled, At: ts(10), PayoutID: "po_1", EventID: "evt_paid"},
+				{ProviderID: "pi_1", State: models.StateSettled, At: ts(50), PayoutID: "po_1", EventID: "evt_reconciled"}},
+			models.StateSettled, []string{"behind/repaired"}, 0},
 		{"at most one item per kind", row(models.StateAuthorised, -1), []Change{
 			{ProviderID: "pi_1", At: ts(5), Unknown: true, RawStatus: "a"}, {ProviderID: "pi_1", At: ts(6), Unknown: true, RawStatus: "b"}},
 			models.StateAuthorised, []string{"unknown_status/reported"}, 0},
@@ -161,6 +165,9 @@ func TestDecideAndClassify(t *testing.T) {
 			items, _ := Classify(c.local, after, p, applied, ins, Check{Since: ts(0), Until: ts(1000), Complete: true})
 			if after.State != c.wantState {
 				t.Errorf("state = %s, want %s", after.State, c.wantState)
+			}
+			if c.name == "a payout relisted later keeps its first time" && (after.SettledAt == nil || !after.SettledAt.Equal(ts(10)) || !after.At.Equal(ts(10))) {
+				t.Errorf("settled_at = %v, source_updated_at = %v, want both at the payout.paid %s", after.SettledAt, after.At, ts(10))
 			}
 			if c.name == "an event dates a state a re-fetch also infers" && !after.At.Equal(ts(9)) {
 				t.Errorf("source_updated_at = %s, want the event's %s", after.At, ts(9))

@@ -89,6 +89,11 @@ type Event struct {
 	Type    string
 	At      time.Time
 	Payload json.RawMessage
+	// Unread says the provider could not read the event (a Stripe API
+	// version newer than the mapping knows): it counts as read but is never
+	// recorded in webhook_events, so that the application's own delivery of
+	// it is processed, not dropped as a duplicate of an event no one read.
+	Unread bool
 }
 
 // Page is one unit of the stream: events in provider-time order and the

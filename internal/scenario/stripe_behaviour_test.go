@@ -369,6 +369,25 @@ func TestStripeBehaviourOneRun(t *testing.T) {
 	require.GreaterOrEqual(t, notes["stuck_checked"], float64(1), "platform run notes: %s", runs[""].Run.Notes)
 	require.Greater(t, notes["stuck_api_requests"], float64(0))
 
+	// The events in a version no one read are not recorded: the
+	// application's own delivery of them must be processed, not dropped as
+	// a duplicate. Those of the same account in a known version are.
+	var unread, read int64
+	for _, d := range s.Sent[s.Newer.ID()] {
+		var n int64
+		require.NoError(t, db.DB.Model(&models.WebhookEvent{}).Where("source = 'stripe' AND event_id = ?", d.EventID).Count(&n).Error)
+		for _, f := range d.Facts {
+			switch f.PaymentID {
+			case s.UnknownVersion:
+				unread += n
+			case s.NewerPartial:
+				read += n
+			}
+		}
+	}
+	require.Zero(t, unread, "no webhook_events row for an event in %s", scenario.UnknownAPIVersion)
+	require.Positive(t, read, "the basil events are recorded")
+
 	// verify --all: nothing unexplained; the crafted contradictions left
 	// for a person are explained by their items.
 	explained := w.verifyClean(t, db.DB)

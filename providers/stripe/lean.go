@@ -178,7 +178,7 @@ func fill(obj *fastjson.Value, v any) error {
 	case *leanDispute:
 		*o = leanDispute{ID: s("id"), Status: s("status"), Amount: n("amount"), Currency: s("currency"), Reason: s("reason"), PaymentIntent: r("payment_intent")}
 	case *leanPayout:
-		*o = leanPayout{ID: s("id"), Reconciliation: s("reconciliation_status"), Status: s("status")}
+		*o = leanPayout{ID: s("id"), Reconciliation: s("reconciliation_status"), Status: s("status"), ArrivalDate: n("arrival_date")}
 		// A payout requested by hand says automatic: false, and Stripe
 		// cannot list its balance transactions (reconciliation_status
 		// not_applicable); a payout that does not say is read as automatic.
@@ -198,6 +198,7 @@ type leanPayout struct {
 	Manual         bool
 	Reconciliation string
 	Status         string
+	ArrivalDate    int64
 }
 
 // expandable is an id that may come expanded into an object.

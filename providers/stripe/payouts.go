@@ -33,7 +33,21 @@ func (p *Provider) payoutEvent(ctx context.Context, account string, base reconci
 		if typ == "payout.paid" && po.Reconciliation == string(stripego.PayoutReconciliationStatusInProgress) {
 			p.log.Info("payout still being reconciled at Stripe: its list is read now and again at payout.reconciliation_completed", "payout_id", po.ID)
 		}
-		return p.payoutChanges(ctx, account, base, po.ID)
+		changes, err := p.payoutChanges(ctx, account, base, po.ID)
+		if typ == "payout.reconciliation_completed" {
+			// The settlement happened when the payout was paid, which this
+			// event does not say: its arrival_date is the nearest time the
+			// payout carries (inferred). A payout.paid of the run dates it
+			// instead (reconcile.Decide).
+			t := base.At
+			if po.ArrivalDate > 0 && po.ArrivalDate <= base.At.Unix() {
+				t = at(po.ArrivalDate)
+			}
+			for i := range changes {
+				changes[i].At, changes[i].Inferred = t, true
+			}
+		}
+		return changes, err
 	case "payout.failed", "payout.canceled":
 		changes, err := p.payoutChanges(ctx, account, base, po.ID)
 		if err != nil {

@@ -275,7 +275,9 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			return err
 		}
 		at := time.Unix(ev.Created, 0).UTC()
-		page.Events = append(page.Events, reconcile.Event{ID: ev.ID, Type: ev.Type, At: at, Payload: ev.raw})
+		_, known := versionDate(ev.APIVersion)
+		unread := !known && !strings.HasPrefix(ev.Type, "payout.")
+		page.Events = append(page.Events, reconcile.Event{ID: ev.ID, Type: ev.Type, At: at, Payload: ev.raw, Unread: unread})
 		// A payout can settle tens of thousands of charges: deliver them in
 		// pages of their own so that a batch stays small. The payout's event
 		// goes with the first; the cursor moves past it with the last.
