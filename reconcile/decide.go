@@ -445,8 +445,8 @@ func Classify(before, after Local, p Plan, applied []Step, inserted bool, w Chec
 			LocalState: before.State, ProviderState: string(latestState(p)),
 			Detail: map[string]any{
 				"local_amount": before.Amount, "amount_captured": p.AmountCaptured, "released": before.Amount - p.AmountCaptured,
-				"explanation": fmt.Sprintf("The provider captured %d of the %d %s authorised; the %d released is not a refund. amount_captured was recorded; amount was not changed.",
-					p.AmountCaptured, before.Amount, before.Currency, before.Amount-p.AmountCaptured),
+				"explanation": fmt.Sprintf("The provider captured %s of the %s authorised (a partial capture); the %s released went back to the customer and is not a refund. amount_captured was recorded; amount was not changed.",
+					models.Money(p.AmountCaptured, before.Currency), models.Money(before.Amount, before.Currency), models.Money(before.Amount-p.AmountCaptured, before.Currency)),
 			},
 		})
 	}

@@ -191,6 +191,11 @@ func Run(ctx context.Context, o Options) error {
 	stripeURL := sf.Start()
 	defer sf.Close()
 	ss := scenario.NewStripe(sf.Account(""), now, so)
+	// Stripe as it really behaves: a partial capture, a payout that failed
+	// after it was paid, an open dispute, failed refunds, a payout listed
+	// late, a capture only the stuck path settles; a connected account
+	// that pays out by hand; one whose events are in newer API versions.
+	sb := scenario.NewStripeBehaviour(sf.Account(""), sf.Account(ManualAccount), sf.Account(NewerAccount), now)
 	gf := gcfake.New(gcfake.Options{Seed: o.Seed})
 	gcURL := gf.Start()
 	defer gf.Close()
@@ -198,7 +203,11 @@ func Run(ctx context.Context, o Options) error {
 	log.Info("fake providers", "stripe", stripeURL, "gocardless", gcURL)
 
 	if rerun {
-		ok, err := matches(ctx, db, sf.Account("").PaymentIDs(), gf.PaymentIDs(), ss, gs)
+		var stripeIDs []string
+		for _, a := range sb.Accounts() {
+			stripeIDs = append(stripeIDs, sf.Account(a).PaymentIDs()...)
+		}
+		ok, err := matches(ctx, db, stripeIDs, gf.PaymentIDs(), ss, gs, sb)
 		if err != nil {
 			return fmt.Errorf("read the demo database: %w", err)
 		}
@@ -207,6 +216,9 @@ func Run(ctx context.Context, o Options) error {
 		}
 	} else {
 		if err := ss.SeedLocal(ctx, db, now); err != nil {
+			return fmt.Errorf("seed the Stripe payments: %w", err)
+		}
+		if err := sb.SeedLocal(ctx, db, now); err != nil {
 			return fmt.Errorf("seed the Stripe payments: %w", err)
 		}
 		if err := gs.SeedLocal(ctx, db, now); err != nil {
@@ -227,7 +239,14 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	ids, failed := reconcileAll(ctx, db, []reconcile.Provider{sp, gp}, since, now, log)
+	var targets []target
+	for _, a := range sb.Accounts() {
+		// The stuck-payment path is on for Stripe: one crafted capture is
+		// settled only by it.
+		targets = append(targets, target{p: sp, account: a, stuck: true})
+	}
+	targets = append(targets, target{p: gp})
+	ids, failed := reconcileAll(ctx, db, targets, since, now, log)
 	if len(ids) == 0 {
 		return fmt.Errorf("demo: no run was recorded (%s failed)", strings.Join(failed, ", "))
 	}
@@ -249,8 +268,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	written = true
 	out.printf("%s %s\n\n", out.bold("HTML report:"), htmlPath)
-	out.explain(rep, story{payments: o.Payments, missed: ss.Missed + gs.Missed,
-		delivered: len(ss.Deliveries) + len(gs.Deliveries), rerun: rerun, htmlPath: htmlPath})
+	delivered := len(ss.Deliveries) + len(gs.Deliveries)
+	for _, ds := range sb.Deliveries {
+		delivered += len(ds)
+	}
+	out.explain(rep, story{payments: o.Payments, missed: ss.Missed + gs.Missed + sb.Missed,
+		delivered: delivered, rerun: rerun, htmlPath: htmlPath})
 	out.printf("%s\n", out.dim(fmt.Sprintf("Finished in %.1fs.", o.Now().Sub(started).Seconds())))
 	if len(failed) > 0 {
 		return fmt.Errorf("demo: the run failed for %s", strings.Join(failed, ", "))
@@ -261,16 +284,24 @@ func Run(ctx context.Context, o Options) error {
 // reconcileAll runs one reconciliation per provider over [since, until) and
 // returns the ids of the runs recorded and the names of the providers whose
 // run failed (each failure logged). It stops early when ctx is done.
-func reconcileAll(ctx context.Context, db *gorm.DB, providers []reconcile.Provider, since, until time.Time, log *slog.Logger) (ids []int64, failed []string) {
-	for _, p := range providers {
-		res, err := reconcile.Run(ctx, reconcile.Options{DB: db, Provider: p, Since: since, Until: until,
-			Trigger: models.TriggerManual, TriggeredBy: Trigger, StuckLimit: -1, Logger: log})
+func reconcileAll(ctx context.Context, db *gorm.DB, targets []target, since, until time.Time, log *slog.Logger) (ids []int64, failed []string) {
+	for _, t := range targets {
+		limit := -1
+		if t.stuck {
+			limit = 0 // the default
+		}
+		res, err := reconcile.Run(ctx, reconcile.Options{DB: db, Provider: t.p, Account: t.account, Since: since, Until: until,
+			Trigger: models.TriggerManual, TriggeredBy: Trigger, StuckLimit: limit, Logger: log})
 		if res.Run.ID != 0 {
 			ids = append(ids, res.Run.ID)
 		}
 		if err != nil {
-			log.Error("run failed", "provider", p.Name(), "run_id", res.Run.ID, "error", err)
-			failed = append(failed, p.Name())
+			name := t.p.Name()
+			if t.account != "" {
+				name += "/" + t.account
+			}
+			log.Error("run failed", "provider", t.p.Name(), "account", t.account, "run_id", res.Run.ID, "error", err)
+			failed = append(failed, name)
 		}
 		if ctx.Err() != nil {
 			break
@@ -278,6 +309,24 @@ func reconcileAll(ctx context.Context, db *gorm.DB, providers []reconcile.Provid
 	}
 	return ids, failed
 }
+
+// target is one run of the demo: a provider, one of its accounts, and
+// whether the stuck-payment path is on.
+type target struct {
+	p       reconcile.Provider
+	account string
+	stuck   bool
+}
+
+// The demo's connected Stripe accounts.
+const (
+	// ManualAccount pays out by hand (settings.payouts.schedule.interval
+	// manual): its charges settle when their funds become available.
+	ManualAccount = "acct_1DemoManualPayouts"
+	// NewerAccount's events are rendered in newer API versions than the
+	// client pins (2025-03-31.basil, then one no release has yet).
+	NewerAccount = "acct_1DemoNewerVersion"
+)
 
 // openDB opens (creating) the embedded store at path and migrates it.
 func openDB(ctx context.Context, path string) (*gorm.DB, error) {
@@ -306,13 +355,14 @@ func firstRun(ctx context.Context, db *gorm.DB) (models.Run, error) {
 
 // matches reports whether a kept database holds the demo these fakes
 // describe: every payment of both providers, the crafted ones included.
-func matches(ctx context.Context, db *gorm.DB, stripeIDs, gcIDs []string, ss *scenario.Stripe, gs *scenario.GoCardless) (bool, error) {
+func matches(ctx context.Context, db *gorm.DB, stripeIDs, gcIDs []string, ss *scenario.Stripe, gs *scenario.GoCardless, sb *scenario.StripeBehaviour) (bool, error) {
+	behaviour := []string{sb.PartialCapture, sb.PayoutFailed, sb.OpenDispute, sb.RefundFailedCounted, sb.ReconciledLate, sb.StuckCaptured, sb.ManualSettled, sb.NewerPartial}
 	for _, c := range []struct {
 		provider string
 		all      int
 		crafted  []string
 	}{
-		{stripe.Name, len(stripeIDs), []string{ss.MissingLocal, ss.Behind, ss.Conflict, ss.Stale, ss.Mismatch, ss.UnknownStatus, ss.OutOfOrder, ss.LocalAhead}},
+		{stripe.Name, len(stripeIDs), append([]string{ss.MissingLocal, ss.Behind, ss.Conflict, ss.Stale, ss.Mismatch, ss.UnknownStatus, ss.OutOfOrder, ss.LocalAhead}, behaviour...)},
 		{gocardless.Name, len(gcIDs), []string{gs.MissingLocal, gs.Submitted, gs.Confirmed, gs.PaidOut, gs.LateFailure, gs.FailedAfterPayout,
 			gs.ChargedBack, gs.ChargebackCancelled, gs.Refunded, gs.Stale, gs.Mismatch, gs.UnknownStatus, gs.OutOfOrder}},
 	} {

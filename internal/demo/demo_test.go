@@ -33,7 +33,15 @@ func TestDemoKeptDatabase(t *testing.T) {
 	for _, want := range []string{
 		"reconciler demo: a fake Stripe and a fake GoCardless on 127.0.0.1, 40 generated payments each (seed 3)",
 		"Local database: " + o.DBPath + " (new; kept).",
-		"── Stripe · run 1 · test mode · succeeded in ", "── GoCardless · run 2 · test mode · succeeded in ",
+		"── Stripe · run 1 · test mode · succeeded in ", "── Stripe · " + ManualAccount + " · run 2 · test mode · succeeded in ",
+		"── Stripe · " + NewerAccount + " · run 3 · test mode · succeeded in ", "── GoCardless · run 4 · test mode · succeeded in ",
+		// Stripe as it really behaves, each with the sentence support reads.
+		"the 30.00\n        GBP released went back to the customer and is not a refund",
+		"that paid this payment out failed at Stripe after it was\n        paid",
+		"is open and Stripe withdrew 40.00 GBP",
+		"failed at Stripe, but the payment's\n        amount_refunded counts it",
+		"captured → settled", // the manual-payout account, settled at availability
+		"api_version 2031-01-01.zeta",
 		"Needs a human (", "    …and ", " more repaired",
 		"HTML report: " + o.HTMLPath, "fresh local database", "file://" + filepath.ToSlash(o.HTMLPath), "Finished in ",
 	} {
@@ -49,9 +57,9 @@ func TestDemoKeptDatabase(t *testing.T) {
 	require.NoError(t, Run(context.Background(), o))
 	text = out.String()
 	require.Contains(t, text, "which already held this demo: the runs below are reruns of the same window.")
-	require.Contains(t, text, "so both runs were reruns of the same window")
+	require.Contains(t, text, "so every run was a rerun of the same window")
 	require.Contains(t, text, "\033[1mWhat just happened\033[0m", "colour when asked")
-	require.Equal(t, 2, strings.Count(text, "\033[32mrepaired\033[0m 0   "), "a rerun repairs nothing")
+	require.Equal(t, 4, strings.Count(text, "\033[32mrepaired\033[0m 0   "), "a rerun repairs nothing")
 
 	out.Reset()
 	o.Payments, o.HTMLPath = 41, filepath.Join(dir, "other.html")

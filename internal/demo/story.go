@@ -60,7 +60,7 @@ func (t *terminal) explain(rep report.Report, s story) {
 	lines := []string{fmt.Sprintf("Fake Stripe and GoCardless servers ran in this process, with %s generated payments each.", report.Thousands(int64(s.payments)))}
 	if s.rerun {
 		lines = append(lines,
-			"This database already held the demo, so both runs were reruns of the same window.",
+			"This database already held the demo, so every run was a rerun of the same window.",
 			fmt.Sprintf("It repaired %s and recorded %s: every write is guarded, reruns are harmless.",
 				count(repaired, "payment", "payments"), count(synthetic, "missed webhook", "missed webhooks")))
 	} else {

@@ -241,7 +241,7 @@ func NewStripeBehaviour(platform, manual, newer *stripefake.Account, now time.Ti
 	}
 	captured := Want{State: models.StateCaptured}
 	partial := func(amount, captured int64) string {
-		return fmt.Sprintf("the %d released is not a refund", amount-captured)
+		return fmt.Sprintf("the %s released went back to the customer and is not a refund", models.Money(amount-captured, "gbp"))
 	}
 	const (
 		behind       = models.KindBehind + "/" + models.ActionRepaired

@@ -334,11 +334,11 @@ func TestStripeBehaviourOneRun(t *testing.T) {
 	// What support reads: each sentence names the objects and amounts a
 	// person needs to answer the customer.
 	for id, needs := range map[string][]string{
-		s.PartialCapture:      {"captured 7000 of the 10000 gbp", "is not a refund"},
+		s.PartialCapture:      {"captured 70.00 GBP of the 100.00 GBP authorised", "is not a refund"},
 		s.PayoutFailed:        {s.FailedPayout, "failed"},
-		s.OpenDispute:         {s.Dispute, "4000 gbp", "withdrew", "needs_response"},
-		s.RefundFailedCounted: {s.CountedRefund, "400 gbp", "failed"},
-		s.NewerPartial:        {"captured 6000 of the 9000 gbp", "is not a refund"},
+		s.OpenDispute:         {s.Dispute, "40.00 GBP", "withdrew", "needs_response"},
+		s.RefundFailedCounted: {s.CountedRefund, "4.00 GBP", "failed"},
+		s.NewerPartial:        {"captured 60.00 GBP of the 90.00 GBP authorised", "is not a refund"},
 		s.UnknownVersion:      {scenario.UnknownAPIVersion, "not read"},
 	} {
 		ex := explanations(t, items[id])

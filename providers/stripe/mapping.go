@@ -157,9 +157,7 @@ func paymentOf(obj *fastjson.Value, typ string) (string, error) {
 	return string(id), err
 }
 
-func money(amount int64, currency string) string {
-	return fmt.Sprintf("%d %s", amount, strings.ToLower(currency))
-}
+func money(amount int64, currency string) string { return models.Money(amount, currency) }
 
 // disputeChange maps a dispute event. An open dispute moves no state: it is
 // a notice for support (the funds may already be withdrawn). Closed as lost

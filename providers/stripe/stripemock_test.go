@@ -1065,7 +1065,7 @@ func testStripeMockWindow(t *testing.T, direct string) {
 		var detail map[string]any
 		require.NoError(t, json.Unmarshal(items[0].Detail, &detail))
 		require.Equal(t, "evt_stripemock_window_1", detail["event_id"], "the newest notice stands: %v", detail)
-		require.Contains(t, fmt.Sprint(detail["explanation"]), "Stripe withdrew 1000 usd", "the funds_withdrawn notice: %v", detail)
+		require.Contains(t, fmt.Sprint(detail["explanation"]), "Stripe withdrew 10.00 USD", "the funds_withdrawn notice: %v", detail)
 		requireUnchanged(t, db, rows[piDispute])
 
 		// A failed refund nobody counted moved no money: no item.
