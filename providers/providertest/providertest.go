@@ -45,6 +45,27 @@ type StatusCase struct {
 	At        time.Time    // the time of the event showing Raw
 	Want      models.State // StateNone with Unknown
 	Unknown   bool
+	// Optional: what else the change must say. Notice is the drift kind of
+	// a fact that moves no state (an open dispute: models.KindDispute);
+	// Revert that the provider undid something (a payout failed after it
+	// was paid); AmountCaptured the captured amount of a partial capture.
+	Notice         string
+	Revert         bool
+	AmountCaptured int64
+}
+
+// matches reports whether ch maps c.
+func (c StatusCase) matches(ch reconcile.Change) bool {
+	if ch.ProviderID != c.PaymentID || !ch.At.Equal(c.At) {
+		return false
+	}
+	if c.Unknown {
+		return ch.Unknown
+	}
+	return !ch.Unknown && ch.State == c.Want &&
+		(c.Notice == "" || (ch.NoticeKind == c.Notice && ch.Notice != "")) &&
+		(!c.Revert || ch.Revert != "") &&
+		(c.AmountCaptured == 0 || ch.AmountCaptured == c.AmountCaptured)
 }
 
 // NewFake makes a fresh fake whose clock reads now.
@@ -211,18 +232,10 @@ func statusTest(t *testing.T, newFake NewFake) {
 	for _, c := range cases {
 		ok := false
 		for _, ch := range cs {
-			if ch.ProviderID != c.PaymentID || !ch.At.Equal(c.At) {
-				continue
-			}
-			if c.Unknown && ch.Unknown {
-				ok = true
-			}
-			if !c.Unknown && !ch.Unknown && ch.State == c.Want {
-				ok = true
-			}
+			ok = ok || c.matches(ch)
 		}
 		if !ok {
-			t.Errorf("status %q of %s: no change mapping it to %q (unknown=%v)", c.Raw, c.PaymentID, c.Want, c.Unknown)
+			t.Errorf("status %q of %s: no change mapping it to %+v", c.Raw, c.PaymentID, c)
 		}
 	}
 	// Through the engine's decision, an unknown status is a drift item.

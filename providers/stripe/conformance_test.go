@@ -66,6 +66,43 @@ func (f *fake) StatusCases(at time.Time) []providertest.StatusCase {
 	a.Capture(pi3, at.Add(-72*time.Hour))
 	a.Payout(at.Add(4*time.Second), pi3)
 	out = append(out, providertest.StatusCase{Raw: "payout.paid", PaymentID: pi3, At: at.Add(4 * time.Second), Want: models.StateSettled})
+
+	// Stripe as it really behaves (issue 13; docs/providers/stripe.md).
+	// A partial capture: captured, with the captured amount.
+	pc := a.CreatePayment(1000, "gbp", true, at)
+	a.Authorise(pc, at.Add(time.Second))
+	a.PartialCapture(pc, 700, at.Add(5*time.Second))
+	out = append(out, providertest.StatusCase{Raw: "partial capture", PaymentID: pc, At: at.Add(5 * time.Second), Want: models.StateCaptured, AmountCaptured: 700})
+	// A payout that failed after it was paid: a revert naming it.
+	pf := a.CreatePayment(100, "gbp", false, at.Add(-72*time.Hour))
+	a.Capture(pf, at.Add(-72*time.Hour))
+	po := a.Payout(at.Add(6*time.Second), pf)
+	a.FailPayout(po, "failed", at.Add(7*time.Second))
+	out = append(out, providertest.StatusCase{Raw: "payout.failed", PaymentID: pf, At: at.Add(7 * time.Second), Revert: true})
+	// A payout listed while Stripe was still reconciling it, then complete.
+	pr := a.CreatePayment(100, "gbp", false, at.Add(-72*time.Hour))
+	a.Capture(pr, at.Add(-72*time.Hour))
+	pp := a.PayoutInProgress(at.Add(8*time.Second), pr)
+	a.CompleteReconciliation(pp, at.Add(9*time.Second))
+	out = append(out, providertest.StatusCase{Raw: "payout.reconciliation_completed", PaymentID: pr, At: at.Add(8 * time.Second), Want: models.StateSettled})
+	// An open dispute with its funds withdrawn: a notice, no state.
+	od := a.CreatePayment(100, "gbp", false, at)
+	a.Capture(od, at.Add(time.Second))
+	dpo := a.Dispute(od, at.Add(10*time.Second))
+	a.WithdrawDisputeFunds(dpo, at.Add(11*time.Second))
+	out = append(out, providertest.StatusCase{Raw: "charge.dispute.funds_withdrawn", PaymentID: od, At: at.Add(11 * time.Second), Notice: models.KindDispute})
+	// A refund that failed: a revert (for a row that counted it).
+	rf := a.CreatePayment(100, "gbp", false, at)
+	a.Capture(rf, at.Add(time.Second))
+	re := a.Refund(rf, 40, at.Add(12*time.Second))
+	a.FailRefund(re, at.Add(13*time.Second))
+	out = append(out, providertest.StatusCase{Raw: "refund_failed", PaymentID: rf, At: at.Add(13 * time.Second), Revert: true})
+	// Last, since it renders every later event of the account: an event in
+	// an API version newer than the mapping knows is reported, not read.
+	a.SetAPIVersion("2031-01-01.zeta")
+	nv := a.CreatePayment(100, "gbp", false, at.Add(14*time.Second))
+	a.SetAPIVersion(stripefake.APIVersion)
+	out = append(out, providertest.StatusCase{Raw: "api_version 2031-01-01.zeta", PaymentID: nv, At: at.Add(14 * time.Second), Unknown: true})
 	return out
 }
 

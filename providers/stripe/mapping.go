@@ -241,7 +241,9 @@ func chargeChange(base reconcile.Change, ch *leanCharge, vdate string) (reconcil
 	switch {
 	case ch.Refunded:
 		c.State, c.RawStatus = models.StateRefunded, "charge_refunded"
-	case ch.AmountRefunded > 0:
+	case c.AmountRefunded > 0:
+		// Refunds of captured money only: the remainder a partial capture
+		// released before basil is in amount_refunded, and is not one.
 		c.RawStatus = "charge_partially_refunded" // amount only
 	default:
 		c.State, c.RawStatus = models.StateCaptured, "charge_captured"
