@@ -10,15 +10,14 @@ import (
 // when the event was created (its api_version), not in the version a request
 // pins (docs/providers/stripe.md, section 0). The boundaries below are the
 // ones that change what the mapping reads; every other version renders those
-// fields alike (docs/providers/stripe.md, section 12).
+// fields alike (docs/providers/stripe.md, section 12). 2024-10-28.acacia
+// sends refund.updated and refund.failed for every refund (section 13): the
+// mapping reads them in any version, so that boundary needs no rule.
 const (
 	// versionStatusRename renamed the PaymentIntent statuses requires_source
 	// and requires_source_action to requires_payment_method and
 	// requires_action.
 	versionStatusRename = "2019-02-11"
-	// versionAcacia sends refund.created, refund.updated and refund.failed
-	// for every refund, not only those without a charge.
-	versionAcacia = "2024-10-28"
 	// versionBasil: partially capturing (or canceling) a payment no longer
 	// creates a Refund, so amount_refunded no longer counts the released
 	// remainder.
