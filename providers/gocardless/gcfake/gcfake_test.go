@@ -657,7 +657,7 @@ func TestExpectedAtBacsCycle(t *testing.T) {
 	}
 	assert.Len(t, end, len(want))
 	assert.Equal(t, int64(1400), end[full].AmountRefunded)
-	assert.Equal(t, day(12, 0), end[full].At, "refunded when the second refund was paid")
+	assert.Equal(t, day(11, 0), end[full].At, "refunded when the second refund was created (GoCardless raises amount_refunded then)")
 	assert.Equal(t, int64(200), end[part].AmountRefunded)
 	assert.Equal(t, int64(1400), end[full].Amount)
 	assert.Equal(t, day(20, 0), end[cb].At)
@@ -674,10 +674,11 @@ func TestExpectedAtBacsCycle(t *testing.T) {
 	assert.Equal(t, models.StateCreated, at(day(1, 5), late).State)
 	assert.Equal(t, models.StateAuthorised, at(day(1, 6), late).State, "At <= t is inclusive")
 	assert.Equal(t, models.StateCaptured, at(day(4, -3), late).State)
-	assert.Equal(t, models.StateSettled, at(day(10, 0), full).State)
-	assert.Equal(t, int64(0), at(day(10, 0), full).AmountRefunded, "refund not yet paid")
-	assert.Equal(t, int64(400), at(day(11, 0), full).AmountRefunded)
-	assert.Equal(t, models.StateSettled, at(day(11, 0), full).State)
+	assert.Equal(t, models.StateSettled, at(day(10, 0).Add(-time.Millisecond), full).State)
+	assert.Equal(t, int64(0), at(day(10, 0).Add(-time.Millisecond), full).AmountRefunded, "refund not yet created")
+	assert.Equal(t, int64(400), at(day(10, 0), full).AmountRefunded, "raised at creation, not when paid")
+	assert.Equal(t, models.StateSettled, at(day(11, 0).Add(-time.Millisecond), full).State)
+	assert.Equal(t, models.StateRefunded, at(day(11, 0), full).State)
 	assert.NotContains(t, s.ExpectedAt(day(39, 0)), later)
 	assert.Empty(t, s.ExpectedAt(t0.Add(-time.Millisecond)))
 
@@ -698,9 +699,20 @@ func TestExpectedAtBacsCycle(t *testing.T) {
 		assert.Equal(t, d.EventID, ev.ID)
 		assert.Equal(t, d.EventType, ev.ResourceType+"."+ev.Action)
 		assert.Equal(t, f.PaymentID, ev.Links["payment"])
-		if d.EventType == "refunds.paid" && ev.Links["refund"] == rf1 {
+		if d.EventType == "refunds.created" && ev.Links["refund"] == rf1 {
 			assert.Equal(t, int64(400), f.AmountRefunded)
 			assert.Equal(t, models.StateNone, f.State)
+			assert.Equal(t, rf1, f.RefundID)
+		}
+		if d.EventType == "refunds.paid" {
+			assert.Equal(t, int64(0), f.AmountRefunded, "amount_refunded was raised at creation")
+			assert.Equal(t, models.StateNone, f.State)
+		}
+		if d.EventType == "payments.paid_out" {
+			assert.True(t, strings.HasPrefix(ev.Links["payout"], "PO"), "paid_out carries links.payout")
+			assert.Equal(t, ev.Links["payout"], f.PayoutID)
+		} else if ev.ResourceType == "payments" && d.EventType != "payments.late_failure_settled" {
+			assert.NotContains(t, ev.Links, "payout")
 		}
 		if d.EventType == "payments.failed" {
 			assert.Equal(t, "bank", ev.Details["origin"])

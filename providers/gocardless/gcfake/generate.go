@@ -22,7 +22,8 @@ type GenOptions struct {
 // before submission; ~1% start pending_customer_approval and are denied;
 // ~3% fail late (half on the payout day before the payout, half 1-2 working
 // days after being paid out, the latter settled against the next working
-// day's payout with late_failure_settled); every one of these failures is
+// day's payout with late_failure_settled, links.payout that payout and a
+// payment_failed item in it); every one of these failures is
 // final (details.will_attempt_retry false); ~1% charged back 2-8 weeks
 // after the payout, a third of them with chargeback_cancelled a week later;
 // ~1% are Success+ payments (retry_if_possible true) that fail on the
@@ -32,8 +33,9 @@ type GenOptions struct {
 // charge date two working days on, and then run the normal cycle, a third
 // of them failing again on the retry, finally (will_attempt_retry false);
 // ~3% refunded a week after the payout (half partly, half fully), paid the
-// next working day. A step that would fall at or after End is not emitted,
-// nor anything after it. Amounts are 100..50000 pence. Deterministic for a
+// next working day (amount_refunded raised at the refund's creation).
+// Every paid_out event carries links.payout. A step that would fall at or
+// after End is not emitted, nor anything after it. Amounts are 100..50000 pence. Deterministic for a
 // given Seed (and server Seed, for the ids).
 func (s *Server) Generate(o GenOptions) {
 	if o.Payments <= 0 || !o.End.After(o.Start) {
@@ -66,14 +68,15 @@ func (s *Server) Generate(o GenOptions) {
 	jitter := func(maxMS int64) int64 { return rng.Int64N(maxMS) }
 	payouts := map[int32]int32{} // day → payout
 	payoutAt := func(day int32) int64 { return int64(day)*dayMS + 7*hour }
-	payOut := func(pm int32, day int32) {
+	payoutOn := func(day int32) int32 {
 		po, ok := payouts[day]
 		if !ok {
 			po = s.newPayout(payoutAt(day), gbp)
 			payouts[day] = po
 		}
-		s.payOut(po, pm, payoutAt(day))
+		return po
 	}
+	payOut := func(pm int32, day int32) { s.payOut(payoutOn(day), pm, payoutAt(day)) }
 	// workingAt returns a time on the first working day at or after day.
 	workingAt := func(day int32, h int64, spread int64) int64 {
 		for !working(day) {
@@ -160,8 +163,8 @@ func (s *Server) Generate(o GenOptions) {
 			if t := int64(failDay)*dayMS + 5*hour + jitter(4*hour); t <= last {
 				s.fail(pm, t, varLateFailure, false)
 				// debited from the next working day's payout
-				if ts := payoutAt(addWorkingDays(failDay, 1)); ts <= last {
-					s.lateFailureSettled(pm, ts)
+				if setDay := addWorkingDays(failDay, 1); payoutAt(setDay) <= last {
+					s.lateFailureSettled(pm, payoutAt(setDay), payoutOn(setDay))
 				}
 			}
 		case r == 6: // chargeback, maybe cancelled

@@ -59,14 +59,26 @@ func appendDateField(b []byte, k string, d int32) []byte {
 type details struct{ origin, cause, description, reasonCode string }
 
 func eventDetails(rt uint8, action string, variant uint8) details {
-	if rt == rtRefunds {
+	switch rt {
+	case rtRefunds:
 		switch action {
 		case "created":
 			return details{"api", "refund_created", "The refund has been created, and will be submitted in the next batch.", ""}
 		case "paid":
 			return details{"gocardless", "refund_paid", "The refund has been paid to your customer.", ""}
+		case "refund_settled":
+			return details{"gocardless", "refund_settled", "The refund has been deducted from a payout.", ""}
+		case "failed":
+			return details{"gocardless", "refund_failed", "The refund did not reach your customer. The funds will be returned to you.", ""}
+		case "funds_returned":
+			return details{"gocardless", "refund_funds_returned", "The funds for the refund have been returned to you.", ""}
 		}
 		return details{"gocardless", "refund_" + action, "The refund is now " + action + ".", ""}
+	case rtCreditors:
+		if action == "bounced_payout" {
+			return details{"gocardless", "bounced_payout", "A payout for this creditor has failed. Please contact your bank for more information or retry the payout.", ""}
+		}
+		return details{"gocardless", action, "The creditor has been updated (" + action + ").", ""}
 	}
 	switch action {
 	case "created":
@@ -117,11 +129,26 @@ func (s *Server) appendEvent(b []byte, seq int32) []byte {
 	b = appendStrField(b, "action", action)
 	b = appendStrField(b, "resource_type", rtName[rt])
 	b = append(appendKey(b, "links"), '{')
-	if rt == rtRefunds {
+	switch rt {
+	case rtRefunds:
+		// No links.payout: GoCardless documents refund and (in a
+		// transcription of the reference) payment only.
 		b = s.appendIDField(b, "refund", kRefund, e.obj)
 		b = s.appendIDField(b, "payment", kPayment, s.refunds[e.obj].pm)
-	} else {
+	case rtCreditors:
+		// bounced_payout: whether GoCardless sets links.payout on it is
+		// not documented (the reference shows only "links"); the fake sets
+		// it so that a client can tell which payout bounced.
+		b = s.appendIDField(b, "creditor", kCreditor, 0)
+		b = s.appendIDField(b, "payout", kPayout, e.obj)
+	default:
 		b = s.appendIDField(b, "payment", kPayment, e.obj)
+		// paid_out: the payout the payment appears in (documented).
+		// late_failure_settled, chargeback_settled: the payout debited,
+		// when the builder named it (undocumented).
+		if po := s.eventPayout(seq); po >= 0 {
+			b = s.appendIDField(b, "payout", kPayout, po)
+		}
 	}
 	b = append(b, '}')
 	d := eventDetails(rt, action, e.variant())
@@ -129,7 +156,9 @@ func (s *Server) appendEvent(b []byte, seq int32) []byte {
 	b = appendStrField(b, "origin", d.origin)
 	b = appendStrField(b, "cause", d.cause)
 	b = appendStrField(b, "description", d.description)
-	b = appendStrField(b, "scheme", "bacs")
+	if rt != rtCreditors {
+		b = appendStrField(b, "scheme", "bacs")
+	}
 	if d.reasonCode != "" {
 		b = appendStrField(b, "reason_code", d.reasonCode)
 	}
@@ -206,10 +235,10 @@ func (s *Server) appendPayout(b []byte, po int32) []byte {
 	b = s.appendIDField(b, "id", kPayout, po)
 	b = appendIntField(b, "amount", p.amount)
 	b = appendStrField(b, "currency", s.currencies[p.currency])
-	b = appendStrField(b, "status", "paid")
+	b = appendStrField(b, "status", s.statuses[p.status])
 	b = appendDateField(b, "arrival_date", p.arrival)
 	b = appendTimeField(b, "created_at", p.created)
-	b = appendIntField(b, "deducted_fees", 0)
+	b = appendIntField(b, "deducted_fees", p.fees)
 	b = appendStrField(b, "payout_type", "merchant")
 	b = appendNull(b, "reference")
 	b = append(appendKey(b, "links"), '{')

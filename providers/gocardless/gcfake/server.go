@@ -48,11 +48,14 @@ type Server struct {
 	pms         []pmObj
 	refunds     []refundObj
 	payouts     []payoutObj
+	fees        []feeObj
 	events      []eventRec
+	evPayouts   []evPayout // by seq
 	eventOrder  fakekit.Order
 	typeOrder   [rtCount]fakekit.Order
 	pmOrder     fakekit.Order
 	refundOrder fakekit.Order
+	payoutOrder fakekit.Order
 	statuses    []string
 	statusIdx   map[string]uint16
 	actions     []string

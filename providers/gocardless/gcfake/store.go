@@ -1,6 +1,7 @@
 package gcfake
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -28,27 +29,49 @@ type pmObj struct {
 }
 
 type refundObj struct {
-	amount     int64
-	totalAfter int64 // the payment's amount_refunded once this refund is paid
+	amount int64
+	// totalAfter is the payment's amount_refunded once this refund is
+	// created: GoCardless raises amount_refunded when a refund is created,
+	// not when it is paid.
+	totalAfter int64
 	created    int64
+	cancelled  int64 // when CancelRefund cancelled it (isCancelled)
 	pm         int32
 	status     uint16
+	// isCancelled: CancelRefund ran (no event records it).
+	isCancelled bool
 }
 
 type payoutObj struct {
 	amount, created int64
+	fees            int64 // deducted_fees (gocardless_fee items)
 	arrival         int32
+	status          uint16 // pending, paid or bounced
 	currency        uint8
+	// items are the payout's items in the order they were added: an event
+	// seq (>= 0) whose money moved in this payout, or -1-i for fee i.
+	items []int32
 }
+
+// feeObj is a gocardless_fee payout item.
+type feeObj struct {
+	amount int64
+	pm     int32
+}
+
+// evPayout says that event seq moved money in payout po (an item of the
+// payout); kept in seq order, as events are only ever appended.
+type evPayout struct{ seq, po int32 }
 
 // Resource types of events.
 const (
 	rtPayments uint8 = iota
 	rtRefunds
+	rtCreditors // obj is a payout (bounced_payout)
 	rtCount
 )
 
-var rtName = [rtCount]string{"payments", "refunds"}
+var rtName = [rtCount]string{"payments", "refunds", "creditors"}
 
 // Variants of an event's details, for actions with more than one cause.
 const (
@@ -62,15 +85,20 @@ const (
 // flagWillRetry marks a failed event with details.will_attempt_retry true.
 const flagWillRetry uint8 = 1 << 5
 
+// flagRefunded marks the refunds.created event that raised the payment's
+// amount_refunded to the refund's totalAfter.
+const flagRefunded uint8 = 1 << 6
+
 // eventRec is one event (16 bytes). Its JSON is rendered when listed; its
 // one implied fact is derived from it (the payment is obj, or the refund's
-// payment; a refund's paid event carries the refund's totalAfter).
+// payment; a refund's created event carries the refund's totalAfter; a
+// creditors event's obj is a payout and concerns no payment).
 type eventRec struct {
 	created int64
 	obj     int32 // payment or refund index
 	action  uint16
 	// flags: low 2 bits resource type; next 3 bits details variant; bit 5
-	// flagWillRetry.
+	// flagWillRetry; bit 6 flagRefunded.
 	flags uint8
 	state uint8 // implied state: 0 none, else index+1 in models.States
 }
@@ -84,10 +112,15 @@ func (e *eventRec) willRetry() bool { return e.flags&flagWillRetry != 0 }
 func (s *Server) pmCreated(i int32) int64     { return s.pms[i].created }
 func (s *Server) refundCreated(i int32) int64 { return s.refunds[i].created }
 func (s *Server) eventCreated(i int32) int64  { return s.events[i].created }
+func (s *Server) payoutCreated(i int32) int64 { return s.payouts[i].created }
 
 func (s *Server) dirty() bool {
-	return s.eventOrder.Dirty || s.typeOrder[rtPayments].Dirty || s.typeOrder[rtRefunds].Dirty ||
-		s.pmOrder.Dirty || s.refundOrder.Dirty
+	for t := range s.typeOrder {
+		if s.typeOrder[t].Dirty {
+			return true
+		}
+	}
+	return s.eventOrder.Dirty || s.pmOrder.Dirty || s.refundOrder.Dirty || s.payoutOrder.Dirty
 }
 
 func (s *Server) fixOrders() {
@@ -97,6 +130,7 @@ func (s *Server) fixOrders() {
 	}
 	s.pmOrder.Fix(s.pmCreated)
 	s.refundOrder.Fix(s.refundCreated)
+	s.payoutOrder.Fix(s.payoutCreated)
 }
 
 // rlock takes the read lock with every order sorted.
@@ -163,8 +197,9 @@ func lowerASCII(v string) string {
 	return string(b)
 }
 
-// emit records one event; extra is 0 or flagWillRetry.
-func (s *Server) emit(rt uint8, action string, variant uint8, obj int32, at int64, st models.State, extra ...uint8) {
+// emit records one event and returns its seq; extra are flags
+// (flagWillRetry, flagRefunded).
+func (s *Server) emit(rt uint8, action string, variant uint8, obj int32, at int64, st models.State, extra ...uint8) int32 {
 	seq := int32(len(s.events))
 	flags := rt | variant<<2
 	for _, f := range extra {
@@ -174,20 +209,48 @@ func (s *Server) emit(rt uint8, action string, variant uint8, obj int32, at int6
 		flags: flags, state: fakekit.StateCode(st)})
 	s.eventOrder.Add(seq, at, s.eventCreated)
 	s.typeOrder[rt].Add(seq, at, s.eventCreated)
+	return seq
 }
 
-// eventPM returns the payment an event is about.
+// inPayout records that event seq moved money in payout po (a payout item)
+// by delta (credit > 0, debit < 0); po < 0 does nothing.
+func (s *Server) inPayout(seq, po int32, delta int64) {
+	if po < 0 {
+		return
+	}
+	s.evPayouts = append(s.evPayouts, evPayout{seq: seq, po: po})
+	s.payouts[po].items = append(s.payouts[po].items, seq)
+	s.payouts[po].amount += delta
+}
+
+// eventPayout returns the payout an event concerns (a creditors event's
+// payout, or the payout the event's money moved in), else -1.
+func (s *Server) eventPayout(seq int32) int32 {
+	if s.events[seq].rtype() == rtCreditors {
+		return s.events[seq].obj
+	}
+	i, ok := slices.BinarySearchFunc(s.evPayouts, seq, func(e evPayout, t int32) int { return cmp.Compare(e.seq, t) })
+	if !ok {
+		return -1
+	}
+	return s.evPayouts[i].po
+}
+
+// eventPM returns the payment an event is about, -1 for a creditors event.
 func (s *Server) eventPM(e *eventRec) int32 {
-	if e.rtype() == rtRefunds {
+	switch e.rtype() {
+	case rtRefunds:
 		return s.refunds[e.obj].pm
+	case rtCreditors:
+		return -1
 	}
 	return e.obj
 }
 
-// eventRefunded is the amount_refunded an event implies (a refund's paid
-// event), else 0.
+// eventRefunded is the amount_refunded an event implies (the refunds.created
+// event that raised it), else 0.
 func (s *Server) eventRefunded(e *eventRec) int64 {
-	if e.rtype() == rtRefunds && s.actions[e.action] == "paid" {
+	if e.rtype() == rtRefunds && e.flags&flagRefunded != 0 {
 		return s.refunds[e.obj].totalAfter
 	}
 	return 0
@@ -241,6 +304,37 @@ func (s *Server) mustPM(id string) int32 {
 	return int32(i)
 }
 
+func (s *Server) mustRefund(id string) int32 {
+	i := s.ids.decode(kRefund, id, len(s.refunds))
+	if i < 0 {
+		panic(fmt.Sprintf("gcfake: unknown refund %q", id))
+	}
+	return int32(i)
+}
+
+func (s *Server) mustPayout(id string) int32 {
+	i := s.ids.decode(kPayout, id, len(s.payouts))
+	if i < 0 {
+		panic(fmt.Sprintf("gcfake: unknown payout %q", id))
+	}
+	return int32(i)
+}
+
+// optPayout resolves the optional payout argument of a builder: -1 when
+// none is given.
+func (s *Server) optPayout(po []string) int32 {
+	switch len(po) {
+	case 0:
+		return -1
+	case 1:
+		if po[0] == "" {
+			return -1
+		}
+		return s.mustPayout(po[0])
+	}
+	panic("gcfake: at most one payout")
+}
+
 // ---- builder internals ---------------------------------------------------
 
 func (s *Server) createPayment(amount int64, currency uint8, at int64, status string) int32 {
@@ -257,19 +351,24 @@ func (s *Server) setStatus(pm int32, status, action string, variant uint8, at in
 	s.emit(rtPayments, action, variant, pm, at, st)
 }
 
-// newPayout creates a paid payout object (no event: only payments and
-// refunds events are modelled).
+// newPayout creates a paid payout object (no payouts event: payouts.paid is
+// not modelled).
 func (s *Server) newPayout(at int64, currency uint8) int32 {
 	po := int32(len(s.payouts))
-	s.payouts = append(s.payouts, payoutObj{created: at, arrival: dayOf(at), currency: currency})
+	s.payouts = append(s.payouts, payoutObj{created: at, arrival: dayOf(at), currency: currency,
+		status: s.statusCode("paid")})
+	s.payoutOrder.Add(po, at, s.payoutCreated)
 	return po
 }
 
+// payOut pays the payment out in po: status paid_out, links.payout, and
+// payments.paid_out with links.payout (a payment_paid_out item).
 func (s *Server) payOut(po int32, pm int32, at int64) {
 	p := &s.pms[pm]
 	p.payout = po
-	s.payouts[po].amount += p.amount
-	s.setStatus(pm, "paid_out", "paid_out", varDefault, at, models.StateSettled)
+	p.status = s.statusCode("paid_out")
+	seq := s.emit(rtPayments, "paid_out", varDefault, pm, at, models.StateSettled)
+	s.inPayout(seq, po, p.amount)
 }
 
 // fail fails the payment. A failure GoCardless will retry
@@ -308,10 +407,12 @@ func (s *Server) autoRetry(pm int32, at int64, chargeDate int32) {
 }
 
 // lateFailureSettled is a late failure (after the payout) debited from a
-// later payout: the status stays failed. Implied: none; the failed event
+// later payout po (-1: not known; else a payment_failed item and
+// links.payout): the status stays failed. Implied: none; the failed event
 // before it established the failure.
-func (s *Server) lateFailureSettled(pm int32, at int64) {
-	s.emit(rtPayments, "late_failure_settled", varDefault, pm, at, models.StateNone)
+func (s *Server) lateFailureSettled(pm int32, at int64, po int32) {
+	seq := s.emit(rtPayments, "late_failure_settled", varDefault, pm, at, models.StateNone)
+	s.inPayout(seq, po, -s.pms[pm].amount)
 }
 
 func (s *Server) refund(pm int32, amount int64, at int64) int32 {
@@ -321,6 +422,19 @@ func (s *Server) refund(pm int32, amount int64, at int64) int32 {
 // refundPaid creates a refund at `at` and pays it at paidAt; paidAt < 0
 // leaves it in status created.
 func (s *Server) refundPaid(pm int32, amount int64, at int64, paidAt int64) int32 {
+	rf := s.createRefund(pm, amount, at, "created")
+	if paidAt >= 0 {
+		s.refundEvent(rf, "paid", "paid", paidAt)
+	}
+	return rf
+}
+
+// createRefund creates a refund (the unrefunded rest when amount <= 0 or
+// more than it) with the given status and emits refunds.created. The
+// payment's amount_refunded is raised now, as GoCardless does when a refund
+// is created; the event implies the new total, and state refunded when it
+// reaches the payment's amount.
+func (s *Server) createRefund(pm int32, amount int64, at int64, status string) int32 {
 	p := &s.pms[pm]
 	rest := p.amount - p.amountRefunded
 	if rest <= 0 {
@@ -329,22 +443,29 @@ func (s *Server) refundPaid(pm int32, amount int64, at int64, paidAt int64) int3
 	if amount <= 0 || amount > rest {
 		amount = rest
 	}
-	rf := int32(len(s.refunds))
-	s.refunds = append(s.refunds, refundObj{amount: amount, created: at, pm: pm, status: s.statusCode("created")})
-	s.refundOrder.Add(rf, at, s.refundCreated)
-	s.emit(rtRefunds, "created", varDefault, rf, at, models.StateNone)
-	if paidAt < 0 {
-		return rf
-	}
 	p.amountRefunded += amount
-	s.refunds[rf].totalAfter = p.amountRefunded
-	s.refunds[rf].status = s.statusCode("paid")
+	rf := int32(len(s.refunds))
+	s.refunds = append(s.refunds, refundObj{amount: amount, totalAfter: p.amountRefunded, created: at, pm: pm,
+		status: s.statusCode(status)})
+	s.refundOrder.Add(rf, at, s.refundCreated)
 	st := models.StateNone
 	if p.amountRefunded >= p.amount {
 		st = models.StateRefunded
 	}
-	s.emit(rtRefunds, "paid", varDefault, rf, paidAt, st)
+	s.emit(rtRefunds, "created", varDefault, rf, at, st, flagRefunded)
 	return rf
+}
+
+// refundEvent sets the refund's status ("" keeps it) and emits
+// refunds.<action>. Implied: no state change. amount_refunded is left as
+// it is: no source says GoCardless ever lowers it (after a failed,
+// cancelled or bounced refund the money comes back through a payout, as a
+// refund_funds_returned item), so the fake never lowers it.
+func (s *Server) refundEvent(rf int32, status, action string, at int64) int32 {
+	if status != "" {
+		s.refunds[rf].status = s.statusCode(status)
+	}
+	return s.emit(rtRefunds, action, varDefault, rf, at, models.StateNone)
 }
 
 // ---- builder -------------------------------------------------------------
@@ -378,8 +499,9 @@ func (s *Server) Confirm(pm string, at time.Time) {
 // PayOut creates a paid payout (PO id returned; arrival_date is at's UTC
 // date; amount the sum of the payments' amounts; currency the first
 // payment's) and, for each given payment (duplicates ignored), sets status
-// paid_out and links.payout and emits payments.paid_out at `at`. Implied
-// state: settled.
+// paid_out and links.payout and emits payments.paid_out at `at` with
+// links.payout the payout (as GoCardless documents), adding a
+// payment_paid_out item to the payout. Implied state: settled.
 func (s *Server) PayOut(at time.Time, pms ...string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -442,12 +564,31 @@ func (s *Server) AutoRetry(pm string, at time.Time) {
 
 // LateFailureSettled emits payments.late_failure_settled: a payment that
 // failed after it was paid out has been debited from a later payout. The
-// status stays failed. Implied: none (the failed event before it
-// established the failure).
-func (s *Server) LateFailureSettled(pm string, at time.Time) {
+// status stays failed. With po (at most one PO id, "" = none) the debit is
+// a payment_failed item of that payout (its amount drops by the payment's)
+// and the event carries links.payout = po; without it, no links.payout.
+// Whether GoCardless sets links.payout on late_failure_settled is not
+// documented ("has been debited from a payout" is all it says). Implied:
+// none (the failed event before it established the failure).
+func (s *Server) LateFailureSettled(pm string, at time.Time, po ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lateFailureSettled(s.mustPM(pm), ms(at))
+	s.lateFailureSettled(s.mustPM(pm), ms(at), s.optPayout(po))
+}
+
+// ChargebackSettled emits payments.chargeback_settled: a payment charged
+// back after it was paid out has been debited from a payout. The status
+// stays charged_back. With po (at most one PO id) the debit is a
+// payment_charged_back item of that payout and the event carries
+// links.payout = po (not documented by GoCardless, like
+// LateFailureSettled's). Implied: none (charged_back established the
+// chargeback).
+func (s *Server) ChargebackSettled(pm string, at time.Time, po ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.mustPM(pm)
+	seq := s.emit(rtPayments, "chargeback_settled", varDefault, i, ms(at), models.StateNone)
+	s.inPayout(seq, s.optPayout(po), -s.pms[i].amount)
 }
 
 // SetRetryIfPossible sets the payment's retry_if_possible (no event).
@@ -504,14 +645,98 @@ func (s *Server) RequestResubmission(pm string, at time.Time) {
 // Refund refunds part of the payment (amount <= 0 or more than the
 // unrefunded rest refunds the rest; it panics when nothing is left) and
 // returns the RF id. The refund is created at `at` (refunds.created) and
-// paid at at+24h (refunds.paid); the refund object shows status paid and
-// the payment's amount_refunded includes it. The payment's status is
-// unchanged. Implied at the paid event: AmountRefunded = the payment's new
-// total, and state refunded when that reaches the amount.
+// paid at at+24h (refunds.paid); the refund object shows status paid. The
+// payment's amount_refunded includes it from its creation (GoCardless
+// raises amount_refunded when a refund is created). The payment's status
+// is unchanged. Implied at the created event: AmountRefunded = the
+// payment's new total, and state refunded when that reaches the amount;
+// the paid event implies nothing.
 func (s *Server) Refund(pm string, amount int64, at time.Time) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ids.id(kRefund, int(s.refund(s.mustPM(pm), amount, ms(at))))
+}
+
+// RefundCreated creates a refund as Refund does (same amount rule, same
+// implied fact at refunds.created: AmountRefunded the payment's new total,
+// state refunded when it reaches the amount) but leaves it in status
+// pending_submission, not yet paid. Returns the RF id.
+func (s *Server) RefundCreated(pm string, amount int64, at time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids.id(kRefund, int(s.createRefund(s.mustPM(pm), amount, ms(at), "pending_submission")))
+}
+
+// RefundPaid sets the refund's status to paid and emits refunds.paid
+// (cause refund_paid: "The refund has been paid to your customer").
+// Implied: none (amount_refunded was raised at creation).
+func (s *Server) RefundPaid(rf string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refundEvent(s.mustRefund(rf), "paid", "paid", ms(at))
+}
+
+// RefundSettled emits refunds.refund_settled (cause refund_settled: "The
+// refund has been deducted from a payout"); the status is unchanged (there
+// is no refund_settled status). With po (at most one PO id) the deduction
+// is a payment_refunded item of that payout (its amount drops by the
+// refund's); refund events carry no links.payout. Implied: none.
+func (s *Server) RefundSettled(rf string, at time.Time, po ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.mustRefund(rf)
+	seq := s.refundEvent(i, "", "refund_settled", ms(at))
+	s.inPayout(seq, s.optPayout(po), -s.refunds[i].amount)
+}
+
+// RefundFailed sets the refund's status to bounced ("the refund has failed
+// to be paid"; which status GoCardless leaves after a failed event is not
+// documented, bounced is the inference) and emits refunds.failed (cause
+// refund_failed: the refund did not reach the customer, the funds will be
+// returned). A refund can fail after it was settled. The payment's
+// amount_refunded is not lowered (GoCardless documents no decrease).
+// Implied: no state change; Expected.RefundsFailed counts the refund's
+// amount from `at`.
+func (s *Server) RefundFailed(rf string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refundEvent(s.mustRefund(rf), "bounced", "failed", ms(at))
+}
+
+// RefundFundsReturned sets the refund's status to funds_returned and emits
+// refunds.funds_returned (cause refund_funds_returned: "The refund has been
+// credited in a payout"). With po (at most one PO id) the credit is a
+// refund_funds_returned item of that payout (its amount rises by the
+// refund's). amount_refunded is not lowered. Implied: none.
+func (s *Server) RefundFundsReturned(rf string, at time.Time, po ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.mustRefund(rf)
+	seq := s.refundEvent(i, "funds_returned", "funds_returned", ms(at))
+	s.inPayout(seq, s.optPayout(po), s.refunds[i].amount)
+}
+
+// CancelRefund sets the refund's status to cancelled and emits NO event:
+// GoCardless documents no refunds "cancelled" action (cancelled is only a
+// status), so a client learns of it only by reading the refund. The
+// payment's amount_refunded is not lowered (undocumented either way).
+// Implied: none; Expected.RefundsCancelled counts the refund's amount from
+// `at`.
+func (s *Server) CancelRefund(rf string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.mustRefund(rf)
+	r := &s.refunds[i]
+	r.status, r.isCancelled, r.cancelled = s.statusCode("cancelled"), true, ms(at)
+}
+
+// RefundRawAction emits refunds.<action> for any action string (e.g. an
+// action GoCardless may add, or the undocumented bounced), with the
+// refund's status unchanged. Implied: none.
+func (s *Server) RefundRawAction(rf, action string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refundEvent(s.mustRefund(rf), "", action, ms(at))
 }
 
 // SetRawStatus sets the payment's status to any raw string and emits
