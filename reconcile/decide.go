@@ -99,6 +99,9 @@ type Plan struct {
 	Items []Item
 	// Events lists every event id the facts came from, for the report.
 	Events []string
+	// RefundNote is what the provider's amount_refunded counts, when a fact
+	// said (Change.RefundNote).
+	RefundNote string
 }
 
 // Item is a drift item before it is written.
@@ -185,6 +188,9 @@ func Decide(local Local, changes []Change) Plan {
 		}
 		if c.AmountRefunded > p.RefundTo {
 			p.RefundTo = c.AmountRefunded
+		}
+		if c.RefundNote != "" {
+			p.RefundNote = c.RefundNote
 		}
 		if c.View {
 			v := View{At: c.At, Current: c.ViewCurrent, Refunded: c.Refunded, AmountRefunded: c.AmountRefunded, EventID: c.EventID}
@@ -475,6 +481,10 @@ func Classify(before, after Local, p Plan, applied []Step, inserted bool, w Chec
 		}
 		if refundRaised {
 			d["amount_refunded_from"], d["amount_refunded_to"] = before.AmountRefunded, after.AmountRefunded
+			if p.RefundNote != "" {
+				d["amount_refunded_counts"] = p.RefundNote
+				d["explanation"] = expl + " " + p.RefundNote
+			}
 		}
 		if len(applied) > 0 {
 			var path []string

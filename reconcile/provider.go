@@ -73,6 +73,9 @@ type Change struct {
 	// closed). With Unknown set, Notice is the item's explanation.
 	Notice     string `json:"notice,omitempty"`
 	NoticeKind string `json:"notice_kind,omitempty"`
+	// RefundNote says what the provider's amount_refunded counts (GoCardless:
+	// refunds from their creation); a refund the run raises says so.
+	RefundNote string `json:"refund_note,omitempty"`
 
 	EventID   string `json:"ev,omitempty"` // the event that shows the fact, or a deterministic recon:… id
 	EventType string `json:"evt,omitempty"`

@@ -107,8 +107,10 @@ func (f *fake) StatusCases(at time.Time) []providertest.StatusCase {
 	rf := s.CreatePayment(100, "GBP", early)
 	s.Submit(rf, early.Add(ms))
 	s.Confirm(rf, early.Add(2*ms))
-	s.Refund(rf, 100, early.Add(3*ms))
-	add("refund paid in full", rf, early.Add(3*ms).Add(24*time.Hour), models.StateRefunded)
+	// GoCardless raises amount_refunded when a refund is created, not when
+	// it is paid (docs/providers/gocardless.md, "Refunds").
+	s.Refund(rf, 100, at.Add(3*ms))
+	add("refund created in full", rf, at.Add(3*ms), models.StateRefunded)
 	return out
 }
 

@@ -221,8 +221,10 @@ type Event struct {
 	Action       string    `json:"action"`
 	ResourceType string    `json:"resource_type"`
 	Links        struct {
-		Payment string `json:"payment"`
-		Refund  string `json:"refund"`
+		Payment  string `json:"payment"`
+		Refund   string `json:"refund"`
+		Payout   string `json:"payout"`
+		Creditor string `json:"creditor"`
 	} `json:"links"`
 	Details EventDetails `json:"details"`
 }
@@ -260,14 +262,20 @@ type Payment struct {
 	// (Success+). Only then can a failed payment still be collected without
 	// the merchant asking.
 	RetryIfPossible bool `json:"retry_if_possible"`
+	Links           struct {
+		// Payout is the payout that paid the payment out, once collected.
+		Payout string `json:"payout"`
+	} `json:"links"`
 }
 
 // Refund is a GoCardless refund.
 type Refund struct {
-	ID     string `json:"id"`
-	Amount int64  `json:"amount"`
-	Status string `json:"status"`
-	Links  struct {
+	ID        string    `json:"id"`
+	Amount    int64     `json:"amount"`
+	Currency  string    `json:"currency"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+	Links     struct {
 		Payment string `json:"payment"`
 	} `json:"links"`
 }
@@ -307,10 +315,12 @@ type item struct {
 func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn func(reconcile.Page) error) error {
 	var items []item
 	flagged := map[string]bool{}
-	for _, rt := range []string{"payments", "refunds"} {
+	for _, rt := range []string{"payments", "refunds", "creditors"} {
 		q := url.Values{}
 		q.Set("resource_type", rt)
-		q.Set("include", strings.TrimSuffix(rt, "s"))
+		if rt != "creditors" {
+			q.Set("include", strings.TrimSuffix(rt, "s"))
+		}
 		q.Set("created_at[gte]", msCeil(lp.Since))
 		q.Set("created_at[lt]", msCeil(lp.Until))
 		q.Set("limit", fmt.Sprint(p.page))
@@ -345,15 +355,20 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 					if pid == "" {
 						pid = ev.Links.Payment
 					}
-					if ev.Action == "paid" && pid != "" {
-						refundPayments[pid] = true
-						refundItems = append(refundItems, len(items))
-						it.changes = []reconcile.Change{{ProviderID: pid, At: ev.CreatedAt.UTC(), EventID: ev.ID, EventType: it.ev.Type, RawStatus: "refund_paid"}}
+					c, total := refundEventChange(ev, r, pid)
+					if c.ProviderID != "" {
+						it.changes = []reconcile.Change{c}
+						if total {
+							refundPayments[pid] = true
+							refundItems = append(refundItems, len(items))
+						}
 					}
-					if (ev.Action == "failed" || ev.Action == "bounced" || ev.Action == "cancelled") && pid != "" {
-						it.changes = []reconcile.Change{{ProviderID: pid, At: ev.CreatedAt.UTC(), EventID: ev.ID, EventType: it.ev.Type,
-							RawStatus: "refund_" + ev.Action, Revert: fmt.Sprintf("Refund %s %s at GoCardless after it was recorded; amount_refunded is never lowered.", ev.Links.Refund, ev.Action)}}
+				case "creditors":
+					cs, err := p.bouncedPayout(ctx, ev, lp.Since)
+					if err != nil {
+						return err
 					}
+					it.changes = cs
 				}
 				items = append(items, it)
 			}
@@ -378,6 +393,9 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			for _, i := range refundItems {
 				for k, c := range items[i].changes {
 					pm := totals[c.ProviderID]
+					// GoCardless raises amount_refunded when a refund is
+					// created, not when it is paid: the payment's total is
+					// GoCardless's own, read as of now (a current view).
 					c.AmountRefunded, c.Amount, c.Currency = pm.AmountRefunded, pm.Amount, strings.ToLower(pm.Currency)
 					if pm.Amount > 0 && pm.AmountRefunded >= pm.Amount {
 						c.State = models.StateRefunded
@@ -448,20 +466,67 @@ func (p *Provider) Fetch(ctx context.Context, fp reconcile.FetchParams) ([]recon
 		if pm.ID != id {
 			return out, fmt.Errorf("get gocardless payment %s: the answer is for %q", id, pm.ID)
 		}
-		var last *Event
-		if pm.Status == "failed" && pm.RetryIfPossible {
-			// A failed payment keeps status failed until GoCardless
-			// resubmits it: only its latest failed event says whether a
-			// retry is coming (details.will_attempt_retry).
-			ev, err := p.lastFailed(ctx, id)
-			if err != nil {
+		// The payment's own events date each state (the charge date is a
+		// day, earlier than the confirmation or payout it stands for), and
+		// its latest failure says whether a retry is coming.
+		evs, err := p.paymentEvents(ctx, id)
+		if err != nil {
+			return out, err
+		}
+		var refunds []Refund
+		if pm.AmountRefunded > 0 {
+			if refunds, err = p.paymentRefunds(ctx, id); err != nil {
 				return out, err
 			}
-			last = ev
 		}
-		out = append(out, fetchedChangeAfter(pm, r.Payments, last))
+		out = append(out, fetchedChanges(pm, r.Payments, evs, refunds))
 	}
 	return out, nil
+}
+
+// paymentEvents lists the payment's events (GET /events?payment=, which
+// cannot be combined with resource_type), 500 a page, newest first.
+func (p *Provider) paymentEvents(ctx context.Context, id string) ([]Event, error) {
+	q := url.Values{}
+	q.Set("payment", id)
+	q.Set("limit", "500")
+	var out []Event
+	for {
+		var pg struct {
+			Events []Event `json:"events"`
+			Meta   struct {
+				Cursors struct {
+					After *string `json:"after"`
+				} `json:"cursors"`
+			} `json:"meta"`
+		}
+		if err := p.get(ctx, "/events", q, &pg); err != nil {
+			return nil, fmt.Errorf("list gocardless events of %s: %w", id, err)
+		}
+		for _, ev := range pg.Events {
+			if ev.ResourceType == "payments" && ev.Links.Payment == id {
+				out = append(out, ev)
+			}
+		}
+		if pg.Meta.Cursors.After == nil || *pg.Meta.Cursors.After == "" || len(pg.Events) == 0 {
+			return out, nil
+		}
+		q.Set("after", *pg.Meta.Cursors.After)
+	}
+}
+
+// paymentRefunds lists the payment's refunds (GET /refunds?payment=).
+func (p *Provider) paymentRefunds(ctx context.Context, id string) ([]Refund, error) {
+	q := url.Values{}
+	q.Set("payment", id)
+	q.Set("limit", "500")
+	var pg struct {
+		Refunds []Refund `json:"refunds"`
+	}
+	if err := p.get(ctx, "/refunds", q, &pg); err != nil {
+		return nil, fmt.Errorf("list gocardless refunds of %s: %w", id, err)
+	}
+	return pg.Refunds, nil
 }
 
 // lastFailed returns the payment's newest payments.failed event, or nil

@@ -105,6 +105,10 @@ func paymentEventChanges(ev Event, pm Payment, linked bool, flagged map[string]b
 	case ok:
 		c := base
 		c.State = st
+		if ev.Action == "paid_out" {
+			// links.payout names the payout the payment appears in.
+			c.PayoutID = ev.Links.Payout
+		}
 		// late_failure_settled is the payout debit of a late failure whose
 		// own failed event established it; it stands in only when that
 		// event is outside the window (docs/providers/gocardless.md).
@@ -217,43 +221,65 @@ func retryFailures(items []item) {
 	}
 }
 
-// fetchedChange maps a re-fetched payment (stuck path) to a change with a
-// deterministic event id and the most specific time the object carries.
+// fetchedChange maps a re-fetched payment (stuck path) whose events are not
+// known: see fetchedChanges.
 func fetchedChange(pm Payment, raw json.RawMessage) reconcile.Change {
-	return fetchedChangeAfter(pm, raw, nil)
+	return fetchedChanges(pm, raw, nil, nil)
 }
 
-// fetchedChangeAfter is fetchedChange for a payment whose latest failed
-// event is known (lastFailed; nil when none was read). A failed payment
-// stays failed until GoCardless resubmits it, so its status alone cannot say
-// whether a retry is coming: a failed payment with retry_if_possible whose
-// latest failure says will_attempt_retry is not final and moves no state;
-// any other failed payment is failed, at the failure's time when known.
-func fetchedChangeAfter(pm Payment, raw json.RawMessage, lastFailed *Event) reconcile.Change {
+// fetchedChanges maps a re-fetched payment (stuck path) to a change with a
+// deterministic event id and the most specific time GoCardless gives: the
+// newest of the payment's own events that establishes its status (evs,
+// GET /events?payment=), the newest refund's creation for a payment whose
+// refunds reach its amount (refunds), and only when no event is found (older
+// than the event log) the charge date, a day. A failed payment with
+// retry_if_possible whose latest failure says will_attempt_retry is not
+// final and moves no state.
+func fetchedChanges(pm Payment, raw json.RawMessage, evs []Event, refunds []Refund) reconcile.Change {
 	c := reconcile.Change{ProviderID: pm.ID, At: pm.CreatedAt.UTC(), Amount: pm.Amount, Currency: strings.ToLower(pm.Currency),
-		AmountRefunded: pm.AmountRefunded, RawStatus: pm.Status, Inferred: true, Payload: raw}
+		AmountRefunded: pm.AmountRefunded, RawStatus: pm.Status, Inferred: true, Payload: raw, PayoutID: pm.Links.Payout}
 	st, ok := StatusState(pm.Status)
 	if !ok {
 		c.Unknown = true
+		c.PayoutID = ""
 		return c
 	}
-	if st == models.StateFailed && lastFailed != nil {
-		if pm.RetryIfPossible && lastFailed.Details.willRetry() {
-			c.RawStatus, c.Payload = RawFailedWillRetry, nil
-			return c
+	if st != models.StateSettled {
+		c.PayoutID = ""
+	}
+	var newest *Event
+	for i := range evs {
+		ev := &evs[i]
+		if actionState[ev.Action] != st || ev.Links.Payment != pm.ID {
+			continue
 		}
-		if t := lastFailed.CreatedAt.UTC(); t.After(c.At) {
-			c.At = t
+		if newest == nil || ev.CreatedAt.After(newest.CreatedAt) || ev.CreatedAt.Equal(newest.CreatedAt) && ev.ID > newest.ID {
+			newest = ev
 		}
 	}
+	if st == models.StateFailed && newest != nil && newest.Action == "failed" && pm.RetryIfPossible && newest.Details.willRetry() {
+		c.RawStatus, c.Payload, c.PayoutID = RawFailedWillRetry, nil, ""
+		return c
+	}
 	c.State = st
-	// The charge date is when Bacs collected the money: the best time GoCardless
-	// gives for confirmed and later states.
-	if d, err := time.Parse(time.DateOnly, pm.ChargeDate); err == nil && (st == models.StateCaptured || st == models.StateSettled) && d.After(c.At) {
-		c.At = d.UTC()
+	switch {
+	case newest != nil:
+		c.At = newest.CreatedAt.UTC()
+	case st == models.StateCaptured || st == models.StateSettled:
+		// No event left in the log: the charge date, when Bacs collected the
+		// money, is the best time GoCardless gives.
+		if d, err := time.Parse(time.DateOnly, pm.ChargeDate); err == nil && d.After(c.At) {
+			c.At = d.UTC()
+		}
 	}
 	if pm.Amount > 0 && pm.AmountRefunded >= pm.Amount && (st == models.StateSettled || st == models.StateCaptured) {
 		c.State = models.StateRefunded
+		for _, r := range refunds {
+			if r.Links.Payment == pm.ID && r.CreatedAt.After(c.At) {
+				c.At = r.CreatedAt.UTC() // GoCardless counts a refund from its creation
+			}
+		}
+		c.RefundNote = refundMeaning
 	}
 	c.EventType = "reconciler.payment." + string(c.State)
 	c.EventID = reconcile.SyntheticEventID(pm.ID, c.State, c.At)

@@ -265,7 +265,7 @@ func TestFetchedFailedPaymentWithARetryComing(t *testing.T) {
 	require.True(t, strings.HasPrefix(by[finalAfterRetry].EventID, "recon:"+finalAfterRetry+":failed:"))
 	require.Equal(t, models.StateFailed, by[noRetry].State, "retry_if_possible false: GoCardless never retries it")
 	require.Equal(t, models.StateCreated, by[resubmitted].State, "pending_submission again after the retry")
-	require.Equal(t, int64(2), f.s.RequestsByPath()["/events"], "the failure is read only for failed payments with retry_if_possible")
+	require.Equal(t, int64(4), f.s.RequestsByPath()["/events"], "each payment's own events are read once: they date its state and say whether a retry is coming")
 
 	// Through the engine: the stuck authorised row of the pending retry is
 	// not failed.
