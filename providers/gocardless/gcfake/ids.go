@@ -20,10 +20,11 @@ const (
 	kMandate
 	kCreditor
 	kRequest
+	kItemCursor // a payout item's position, as the cursor of /payout_items
 	kindCount
 )
 
-var kindPrefix = [kindCount]string{"PM", "EV", "RF", "PO", "MD", "CR", "RQ"}
+var kindPrefix = [kindCount]string{"PM", "EV", "RF", "PO", "MD", "CR", "RQ", "PI"}
 
 const base36 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

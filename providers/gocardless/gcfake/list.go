@@ -217,8 +217,12 @@ func listEvents(s *Server, id string, q url.Values) ([]byte, *apiError) {
 	if rtype != "" && !knownResourceTypes[rtype] {
 		return nil, badRequest("validation_failed", "invalid_resource_type", "resource_type is not a valid resource type")
 	}
-	if rtype != "" && q.Get("payment") != "" {
-		return nil, badRequest("invalid_api_usage", "invalid_filter", "resource_type cannot be used together with payment")
+	// "Cannot be used together with the … payment, payout, refund …
+	// parameters".
+	for _, by := range []string{"payment", "refund", "payout"} {
+		if rtype != "" && q.Get(by) != "" {
+			return nil, badRequest("invalid_api_usage", "invalid_filter", "resource_type cannot be used together with "+by)
+		}
 	}
 	include := q.Get("include")
 	switch {
@@ -241,15 +245,31 @@ func listEvents(s *Server, id string, q url.Values) ([]byte, *apiError) {
 		v.items = s.typeOrder[rtPayments].Idx
 	case "refunds":
 		v.items = s.typeOrder[rtRefunds].Idx
+	case "creditors":
+		v.items = s.typeOrder[rtCreditors].Idx
 	default:
 		v.items = nil
 	}
-	// payment (every event of one payment, its refunds' included) and action
-	// filters; an unknown payment id matches nothing.
+	// payment (every event of one payment, its refunds' included), refund
+	// (every event of one refund), payout (every event whose links.payout
+	// is the payout: payments paid_out, late_failure_settled and
+	// chargeback_settled, creditors bounced_payout) and action filters; an
+	// unknown id matches nothing.
 	var matches []func(int32) bool
 	if pmID := q.Get("payment"); pmID != "" {
 		pm := int32(s.ids.decode(kPayment, pmID, len(s.pms)))
 		matches = append(matches, func(i int32) bool { return pm >= 0 && s.eventPM(&s.events[i]) == pm })
+	}
+	if rfID := q.Get("refund"); rfID != "" {
+		rf := int32(s.ids.decode(kRefund, rfID, len(s.refunds)))
+		matches = append(matches, func(i int32) bool {
+			e := &s.events[i]
+			return rf >= 0 && e.rtype() == rtRefunds && e.obj == rf
+		})
+	}
+	if poID := q.Get("payout"); poID != "" {
+		po := int32(s.ids.decode(kPayout, poID, len(s.payouts)))
+		matches = append(matches, func(i int32) bool { return po >= 0 && s.linkedPayout(i) == po })
 	}
 	if action := q.Get("action"); action != "" {
 		code, ok := s.actionIdx[action]
@@ -404,7 +424,7 @@ func getRefund(s *Server, id string, _ url.Values) ([]byte, *apiError) {
 }
 
 func getPayout(s *Server, id string, _ url.Values) ([]byte, *apiError) {
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
 	i := s.ids.decode(kPayout, id, len(s.payouts))
 	if i < 0 {

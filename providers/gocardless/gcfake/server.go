@@ -1,14 +1,16 @@
 // Package gcfake is a fake GoCardless API (API version 2015-07-06, Direct
 // Debit over Bacs) served over HTTP, for the GET endpoints the reconciler
-// uses: events (with include=payment|refund, and the payment and action
-// filters), payments, refunds and
-// payouts, with GoCardless's cursor pagination, error shapes, required
-// headers, rate-limit headers and fault injection. Its content is built
+// uses: events (with include=payment|refund, and the resource_type,
+// payment, refund, payout and action filters), payments, refunds, payouts
+// and payout items (410 Gone for payouts older than six months on the
+// Options.Now clock), with GoCardless's cursor pagination, error shapes,
+// required headers, rate-limit headers and fault injection. Its content is built
 // with explicit, event-emitting builder methods (or a realistic generator),
 // and the server knows the ground truth its events imply (Deliveries,
 // ExpectedAt).
 //
-// Lists are newest first by (created_at, id); ids of a kind sort in
+// Lists are newest first by (created_at, id) (payout items: in the order
+// they were added to the payout, with opaque cursors); ids of a kind sort in
 // creation order. meta.cursors.before is the first item's id (null only on
 // an empty page) and meta.cursors.after the last item's id, null exactly
 // when no older matching item remains. Checks run in this order: 401
@@ -32,8 +34,10 @@ import (
 
 // Options configures a Server.
 type Options struct {
-	Now  func() time.Time // clock for the rate-limit window; nil = time.Now
-	Seed int64            // for deterministic ids and failure injection
+	// Now is the clock for the rate-limit window and the six months of
+	// payout items; nil = time.Now.
+	Now  func() time.Time
+	Seed int64 // for deterministic ids and failure injection
 }
 
 // Server is the fake GoCardless API. Create it with New. All methods are
@@ -212,7 +216,9 @@ func (s *Server) route(path string) route {
 	case "refunds":
 		list, get = listRefunds, getRefund
 	case "payouts":
-		get = getPayout
+		list, get = listPayouts, getPayout
+	case "payout_items":
+		list = listPayoutItems
 	}
 	base := "/" + parts[0]
 	switch {

@@ -236,6 +236,15 @@ func (s *Server) eventPayout(seq int32) int32 {
 	return s.evPayouts[i].po
 }
 
+// linkedPayout is the event's rendered links.payout, else -1 (refund
+// events render none).
+func (s *Server) linkedPayout(seq int32) int32 {
+	if s.events[seq].rtype() == rtRefunds {
+		return -1
+	}
+	return s.eventPayout(seq)
+}
+
 // eventPM returns the payment an event is about, -1 for a creditors event.
 func (s *Server) eventPM(e *eventRec) int32 {
 	switch e.rtype() {
@@ -589,6 +598,38 @@ func (s *Server) ChargebackSettled(pm string, at time.Time, po ...string) {
 	i := s.mustPM(pm)
 	seq := s.emit(rtPayments, "chargeback_settled", varDefault, i, ms(at), models.StateNone)
 	s.inPayout(seq, s.optPayout(po), -s.pms[i].amount)
+}
+
+// BouncePayout is a payout bouncing after it was paid ("the payout bounced
+// when sent, the payout can be retried"): its status becomes bounced and a
+// creditors event with action bounced_payout is emitted (GoCardless has no
+// payouts bounced action; cause bounced_payout, origin gocardless,
+// links.creditor and links.payout = po; whether GoCardless sets
+// links.payout there is not documented). The payments it paid keep their
+// status and links.payout (GoCardless documents no change to them): the
+// bounce is money for a human to chase, not a payment state. Implied: none
+// (the event's fact has no payment).
+func (s *Server) BouncePayout(po string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.mustPayout(po)
+	s.payouts[i].status = s.statusCode("bounced")
+	s.emit(rtCreditors, "bounced_payout", varDefault, i, ms(at), models.StateNone)
+}
+
+// AddPayoutFee adds a gocardless_fee item of amount (minor units, > 0 a
+// debit: the fee charged for the payment; < 0 a credit, e.g. a fee refunded
+// after a failure) for payment pm to the payout: the payout's amount drops
+// by it and its deducted_fees rises by it. No event.
+func (s *Server) AddPayoutFee(po, pm string, amount int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, p := s.mustPayout(po), s.mustPM(pm)
+	s.fees = append(s.fees, feeObj{amount: amount, pm: p})
+	o := &s.payouts[i]
+	o.items = append(o.items, -int32(len(s.fees)))
+	o.amount -= amount
+	o.fees += amount
 }
 
 // SetRetryIfPossible sets the payment's retry_if_possible (no event).
