@@ -32,7 +32,7 @@ type GoCardless struct {
 	// ChargebackCancelled was charged back, then the chargeback was
 	// cancelled: a revert, a conflict, refused.
 	ChargebackCancelled string
-	Refunded            string // refunds.paid lost: behind (settled → refunded)
+	Refunded            string // refunds.created lost (GoCardless counts a refund from its creation): behind (settled → refunded)
 	// Stale was confirmed at GoCardless (the webhook lost), but its row's
 	// submission was recorded with a later time: the guard refuses it.
 	Stale         string
@@ -113,7 +113,7 @@ func NewGoCardless(srv *gcfake.Server, now time.Time, o Options) *GoCardless {
 		{g.LateFailure, "payments.failed"}:                true,
 		{g.FailedAfterPayout, "payments.paid_out"}:        true,
 		{g.ChargedBack, "payments.charged_back"}:          true,
-		{g.Refunded, "refunds.paid"}:                      true,
+		{g.Refunded, "refunds.created"}:                   true,
 		{g.Stale, "payments.confirmed"}:                   true,
 		{g.UnknownStatus, "payments.placed_under_review"}: true,
 	}
