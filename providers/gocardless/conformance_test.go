@@ -111,6 +111,37 @@ func (f *fake) StatusCases(at time.Time) []providertest.StatusCase {
 	// it is paid (docs/providers/gocardless.md, "Refunds").
 	s.Refund(rf, 100, at.Add(3*ms))
 	add("refund created in full", rf, at.Add(3*ms), models.StateRefunded)
+
+	// The rest of the refund lifecycle (docs/providers/gocardless.md).
+	revert := func(raw, pm string, t time.Time) {
+		out = append(out, providertest.StatusCase{Raw: raw, PaymentID: pm, At: t, Revert: true})
+	}
+	for i, step := range []string{"failed", "funds_returned"} {
+		pm := s.CreatePayment(100, "GBP", early)
+		s.Submit(pm, early.Add(ms))
+		s.Confirm(pm, early.Add(2*ms))
+		r := s.RefundCreated(pm, 40, at.Add(time.Duration(10+i)*ms))
+		t := at.Add(time.Duration(20+i) * ms)
+		if step == "failed" {
+			s.RefundFailed(r, t)
+		} else {
+			s.RefundFundsReturned(r, t)
+		}
+		revert("refund "+step, pm, t)
+	}
+	odd := s.CreatePayment(100, "GBP", early)
+	s.Submit(odd, early.Add(ms))
+	s.Confirm(odd, early.Add(2*ms))
+	r := s.RefundCreated(odd, 40, at.Add(30*ms))
+	s.RefundRawAction(r, "some_new_refund_action", at.Add(31*ms))
+	out = append(out, providertest.StatusCase{Raw: "refund some_new_refund_action", PaymentID: odd, At: at.Add(31 * ms), Unknown: true})
+	// A payout that bounced after it was paid: a revert for each payment.
+	bp := s.CreatePayment(100, "GBP", early)
+	s.Submit(bp, early.Add(ms))
+	s.Confirm(bp, early.Add(2*ms))
+	po := s.PayOut(at.Add(40*ms), bp)
+	s.BouncePayout(po, at.Add(41*ms))
+	revert("payout bounced", bp, at.Add(41*ms))
 	return out
 }
 
