@@ -106,8 +106,12 @@ func paymentEventChanges(ev Event, pm Payment, linked bool, flagged map[string]b
 		c := base
 		c.State = st
 		if ev.Action == "paid_out" {
-			// links.payout names the payout the payment appears in.
+			// links.payout names the payout the payment appears in; the
+			// linked payment's own links.payout when the event has none.
 			c.PayoutID = ev.Links.Payout
+			if c.PayoutID == "" && linked {
+				c.PayoutID = pm.Links.Payout
+			}
 		}
 		// late_failure_settled is the payout debit of a late failure whose
 		// own failed event established it; it stands in only when that
