@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -142,4 +143,43 @@ func TestDemoOptionsValidate(t *testing.T) {
 	var oe *OptionError
 	require.True(t, errors.As(err, &oe), "%v", err)
 	require.Equal(t, "html", oe.Option, "an HTML file that cannot be created is the caller's to fix")
+}
+
+// The demo's items are each something a person should read: none on a
+// payment whose row already matched the provider (no "failed → failed"), and
+// each says one plain thing, without a provider status or an empty
+// explanation. The default-size demo, both providers.
+func TestDemoItemsArePlain(t *testing.T) {
+	t.Parallel()
+	o, _ := options(t, t.TempDir())
+	o.Payments = 500
+	require.NoError(t, Run(context.Background(), o))
+	db, err := openDB(context.Background(), o.DBPath)
+	require.NoError(t, err)
+	defer func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	}()
+	var items []models.DriftItem
+	require.NoError(t, db.Find(&items).Error)
+	require.NotEmpty(t, items)
+	for _, it := range items {
+		local, prov := "", ""
+		if it.LocalState != nil {
+			local = *it.LocalState
+		}
+		if it.ProviderState != nil {
+			prov = *it.ProviderState
+		}
+		if it.Kind != models.KindMismatch && it.Kind != models.KindDispute && it.Kind != models.KindUnknownStatus {
+			require.NotEqual(t, local, prov, "%s %s: an item on a row that already matches: %s/%s %s", it.Provider, it.ProviderID, it.Kind, it.Action, it.Detail)
+		}
+		var d map[string]any
+		require.NoError(t, json.Unmarshal(it.Detail, &d))
+		expl, _ := d["explanation"].(string)
+		require.NotEmpty(t, expl, "%s %s: no explanation", it.Provider, it.ProviderID)
+		require.NotContains(t, expl, "\n", "%s %s: one paragraph", it.Provider, it.ProviderID)
+		require.True(t, strings.HasSuffix(strings.TrimSpace(expl), "."), "%s %s: a sentence: %q", it.Provider, it.ProviderID, expl)
+	}
 }
