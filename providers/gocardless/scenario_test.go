@@ -12,6 +12,7 @@ import (
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/gocardless"
 	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/verify"
 	"github.com/reconciler/reconciler/workdays"
 )
 
@@ -73,6 +74,19 @@ func TestBacsCycleWithMissedWebhooks(t *testing.T) {
 	s.PayOut(d(2, 7), refunded)
 	s.Refund(refunded, 2500, d(1, 8))
 	unknownLocally := cycle(2)
+	// The refund lifecycle: a refund that failed after it was counted, and
+	// a refund action nobody documents.
+	refundFailed := cycle(2)
+	s.PayOut(d(2, 7), refundFailed)
+	rfFailed := s.RefundCreated(refundFailed, 1000, d(1, 8))
+	s.RefundFailed(rfFailed, d(0, 6))
+	refundOdd := cycle(2)
+	rfOdd := s.RefundCreated(refundOdd, 500, d(1, 8))
+	s.RefundRawAction(rfOdd, "refund_mystery", d(0, 7))
+	// A payout that bounced after it was paid.
+	bounced := cycle(2)
+	bouncedPayout := s.PayOut(d(2, 7), bounced)
+	s.BouncePayout(bouncedPayout, d(1, 10))
 
 	// The webhooks: every "created" arrived, and about half the rest.
 	ds := webhooksim.GoCardless(s.Deliveries())
@@ -140,9 +154,40 @@ func TestBacsCycleWithMissedWebhooks(t *testing.T) {
 	require.Equal(t, int64(missed), synthetic, "every missed event recorded once")
 	require.Equal(t, int64(missed), res.Run.SyntheticEvents)
 
+	require.Equal(t, models.StateSettled, got[bounced].State, "a bounced payout moves nothing back")
+	require.Equal(t, bouncedPayout, deref(got[bounced].PayoutID), "links.payout recorded")
+	require.Contains(t, kinds[bounced], "conflict/refused", "a payout that bounced after it was paid is for a human")
+	require.Contains(t, kinds[refundFailed], "conflict/refused", "a refund counted, then failed, is for a human")
+	require.Equal(t, int64(1000), got[refundFailed].AmountRefunded, "GoCardless's total: counted at creation, never lowered")
+	require.Contains(t, kinds[refundOdd], "unknown_status/reported", "an unknown refund action is reported")
+	for _, id := range []string{settled, retried, chargedBack, refunded} {
+		require.NotEmpty(t, deref(got[id].PayoutID), "%s: the payout that paid it out is recorded", id)
+	}
+
 	again := run()
 	require.Zero(t, again.Run.Repaired)
 	require.Zero(t, again.Run.SyntheticEvents)
+
+	// The oracle is GoCardless's own objects: every difference is explained.
+	rep, err := verify.Run(context.Background(), verify.Options{DB: db.DB, Provider: gocardless.Name, Reader: mustProvider(t, f.url).Verifier(),
+		Since: now.AddDate(0, 0, -14), Until: now.Add(time.Hour), All: true, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	require.Equal(t, len(rows), rep.Checked)
+	require.Empty(t, rep.Unexplained, "verify --all: differences no item explains")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func mustProvider(t *testing.T, url string) *gocardless.Provider {
+	t.Helper()
+	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_x", BaseURL: url})
+	require.NoError(t, err)
+	return p
 }
 
 // A payment submitted on Friday is not stuck on Monday: the threshold counts
