@@ -200,6 +200,10 @@ func Run(ctx context.Context, o Options) error {
 	gcURL := gf.Start()
 	defer gf.Close()
 	gs := scenario.NewGoCardless(gf, now, so)
+	// GoCardless as it really behaves: a Success+ retry, late failures after
+	// the payout, the refund lifecycle, a payout that bounced, payout ids,
+	// and payments only the stuck path finds, dated by their own events.
+	gb := scenario.NewGoCardlessBehaviour(gf, now)
 	log.Info("fake providers", "stripe", stripeURL, "gocardless", gcURL)
 
 	if rerun {
@@ -207,7 +211,7 @@ func Run(ctx context.Context, o Options) error {
 		for _, a := range sb.Accounts() {
 			stripeIDs = append(stripeIDs, sf.Account(a).PaymentIDs()...)
 		}
-		ok, err := matches(ctx, db, stripeIDs, gf.PaymentIDs(), ss, gs, sb)
+		ok, err := matches(ctx, db, stripeIDs, gf.PaymentIDs(), ss, gs, sb, gb)
 		if err != nil {
 			return fmt.Errorf("read the demo database: %w", err)
 		}
@@ -224,10 +228,16 @@ func Run(ctx context.Context, o Options) error {
 		if err := gs.SeedLocal(ctx, db, now); err != nil {
 			return fmt.Errorf("seed the GoCardless payments: %w", err)
 		}
+		if err := gb.SeedLocal(ctx, db, now); err != nil {
+			return fmt.Errorf("seed the GoCardless payments: %w", err)
+		}
 	}
 
 	// One reconciliation per provider, through the real clients.
 	since := gs.Start.Add(-time.Hour).Truncate(time.Hour)
+	if s := gb.Start.Add(-time.Hour).Truncate(time.Hour); s.Before(since) {
+		since = s
+	}
 	if s := now.Add(-72 * time.Hour); s.Before(since) {
 		since = s
 	}
@@ -245,7 +255,9 @@ func Run(ctx context.Context, o Options) error {
 		// settled only by it.
 		targets = append(targets, target{p: sp, account: a, stuck: true})
 	}
-	targets = append(targets, target{p: gp})
+	// GoCardless's stuck path counts UK working days; two crafted payments
+	// are found only by it.
+	targets = append(targets, target{p: gp, stuck: true, stuckBefore: func(time.Time) time.Time { return gb.StuckBefore }})
 	ids, failed := reconcileAll(ctx, db, targets, since, now, log)
 	if len(ids) == 0 {
 		return fmt.Errorf("demo: no run was recorded (%s failed)", strings.Join(failed, ", "))
@@ -272,7 +284,8 @@ func Run(ctx context.Context, o Options) error {
 	for _, ds := range sb.Deliveries {
 		delivered += len(ds)
 	}
-	out.explain(rep, story{payments: o.Payments, missed: ss.Missed + gs.Missed + sb.Missed,
+	delivered += len(gb.Deliveries)
+	out.explain(rep, story{payments: o.Payments, missed: ss.Missed + gs.Missed + sb.Missed + gb.Missed,
 		delivered: delivered, rerun: rerun, htmlPath: htmlPath})
 	out.printf("%s\n", out.dim(fmt.Sprintf("Finished in %.1fs.", o.Now().Sub(started).Seconds())))
 	if len(failed) > 0 {
@@ -291,7 +304,7 @@ func reconcileAll(ctx context.Context, db *gorm.DB, targets []target, since, unt
 			limit = 0 // the default
 		}
 		res, err := reconcile.Run(ctx, reconcile.Options{DB: db, Provider: t.p, Account: t.account, Since: since, Until: until,
-			Trigger: models.TriggerManual, TriggeredBy: Trigger, StuckLimit: limit, Logger: log})
+			Trigger: models.TriggerManual, TriggeredBy: Trigger, StuckLimit: limit, StuckBefore: t.stuckBefore, Logger: log})
 		if res.Run.ID != 0 {
 			ids = append(ids, res.Run.ID)
 		}
@@ -313,9 +326,10 @@ func reconcileAll(ctx context.Context, db *gorm.DB, targets []target, since, unt
 // target is one run of the demo: a provider, one of its accounts, and
 // whether the stuck-payment path is on.
 type target struct {
-	p       reconcile.Provider
-	account string
-	stuck   bool
+	p           reconcile.Provider
+	account     string
+	stuck       bool
+	stuckBefore func(now time.Time) time.Time // nil: the default threshold
 }
 
 // The demo's connected Stripe accounts.
@@ -355,8 +369,9 @@ func firstRun(ctx context.Context, db *gorm.DB) (models.Run, error) {
 
 // matches reports whether a kept database holds the demo these fakes
 // describe: every payment of both providers, the crafted ones included.
-func matches(ctx context.Context, db *gorm.DB, stripeIDs, gcIDs []string, ss *scenario.Stripe, gs *scenario.GoCardless, sb *scenario.StripeBehaviour) (bool, error) {
+func matches(ctx context.Context, db *gorm.DB, stripeIDs, gcIDs []string, ss *scenario.Stripe, gs *scenario.GoCardless, sb *scenario.StripeBehaviour, gb *scenario.GoCardlessBehaviour) (bool, error) {
 	behaviour := []string{sb.PartialCapture, sb.PayoutFailed, sb.OpenDispute, sb.RefundFailedCounted, sb.ReconciledLate, sb.StuckCaptured, sb.ManualSettled, sb.NewerPartial}
+	gcBehaviour := []string{gb.SuccessPlusRetried, gb.RefundFailedCounted, gb.PayoutBounced, gb.StuckPaidOut}
 	for _, c := range []struct {
 		provider string
 		all      int
@@ -364,7 +379,7 @@ func matches(ctx context.Context, db *gorm.DB, stripeIDs, gcIDs []string, ss *sc
 	}{
 		{stripe.Name, len(stripeIDs), append([]string{ss.MissingLocal, ss.Behind, ss.Conflict, ss.Stale, ss.Mismatch, ss.UnknownStatus, ss.OutOfOrder, ss.LocalAhead}, behaviour...)},
 		{gocardless.Name, len(gcIDs), []string{gs.MissingLocal, gs.Submitted, gs.Confirmed, gs.PaidOut, gs.LateFailure, gs.FailedAfterPayout,
-			gs.ChargedBack, gs.ChargebackCancelled, gs.Refunded, gs.Stale, gs.Mismatch, gs.UnknownStatus, gs.OutOfOrder}},
+			gs.ChargedBack, gs.ChargebackCancelled, gs.Refunded, gs.Stale, gs.Mismatch, gs.UnknownStatus, gs.OutOfOrder, gcBehaviour[0], gcBehaviour[1], gcBehaviour[2], gcBehaviour[3]}},
 	} {
 		var all, crafted int64
 		q := db.WithContext(ctx).Model(&models.Payment{})

@@ -230,7 +230,7 @@ func TestGoCardlessBehaviourOneRun(t *testing.T) {
 		s.SuccessPlusRetried:    {"settled webhook was never received"},
 		s.LateFailureLost:       {"failed webhook was never received"},
 		s.RefundCreatedLost:     {"refunded webhook was never received", "GoCardless counts a refund in amount_refunded from its creation"},
-		s.RefundFailedCounted:   {s.CountedRefund, "10.00 GBP", "failed at GoCardless", "its funds were credited in a payout", "never lowers"},
+		s.RefundFailedCounted:   {s.CountedRefund, "10.00 GBP", "failed at GoCardless", "the funds were credited in a payout", "never lowers"},
 		s.RefundFailedUncounted: {s.UncountedRefund, "15.00 GBP", "failed at GoCardless", "amount_refunded was raised", "from its creation"},
 		s.RefundUnknownAction:   {s.UnknownRefund, `"` + scenario.GoCardlessUnknownRefundAction + `"`, "nothing was changed"},
 		s.PayoutBounced:         {s.BouncedPayout, "bounced at GoCardless after it was paid", "payout_id still name it"},

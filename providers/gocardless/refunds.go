@@ -33,16 +33,16 @@ func refundEventChange(ev Event, r Refund, pid string) (c reconcile.Change, tota
 		return reconcile.Change{}, false
 	case "failed", "funds_returned", "bounced", "cancelled":
 		what := map[string]string{
-			"failed":         "failed at GoCardless: it did not reach the customer, and the funds come back to you in a payout",
-			"funds_returned": "was returned at GoCardless: it did not reach the customer, and its funds were credited in a payout",
-			"bounced":        "bounced at GoCardless: it did not reach the customer",
-			"cancelled":      "was cancelled at GoCardless",
+			"failed":         "failed at GoCardless: the customer was not refunded, and the funds come back to you in a payout",
+			"funds_returned": "was returned at GoCardless: the customer was not refunded, and the funds were credited in a payout",
+			"bounced":        "bounced at GoCardless: the customer was not refunded",
+			"cancelled":      "was cancelled at GoCardless: the customer was not refunded",
 		}[ev.Action]
 		amount := ""
 		if r.Amount > 0 {
 			amount = " of " + models.Money(r.Amount, r.Currency)
 		}
-		c.Revert = fmt.Sprintf("Refund %s%s %s. GoCardless never lowers the payment's amount_refunded, and neither does reconciler; the customer was not refunded.", id, amount, what)
+		c.Revert = fmt.Sprintf("Refund %s%s %s; amount_refunded still counts it (GoCardless never lowers it).", id, amount, what)
 		c.RevertIfRefunded = max(r.Amount, 1)
 		return c, false
 	}

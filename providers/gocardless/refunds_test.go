@@ -32,7 +32,7 @@ func TestRefundEventChange(t *testing.T) {
 		{action: "created", total: true},
 		{action: "paid", none: true},
 		{action: "refund_settled", none: true},
-		{action: "failed", revert: true, explanation: "did not reach the customer", revertAmount: 400},
+		{action: "failed", revert: true, explanation: "the customer was not refunded", revertAmount: 400},
 		{action: "funds_returned", revert: true, explanation: "credited in a payout", revertAmount: 400},
 		{action: "bounced", revert: true, explanation: "bounced", revertAmount: 400},
 		{action: "refund_reversed", unknown: true, explanation: `"refund_reversed"`},
