@@ -241,18 +241,19 @@ func Run(ctx context.Context, o Options) error {
 	if s := now.Add(-72 * time.Hour); s.Before(since) {
 		since = s
 	}
-	sp, err := stripe.New(stripe.Config{APIKey: "sk_test_demo", BaseURL: stripeURL, Logger: log})
-	if err != nil {
-		return err
-	}
 	gp, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_demo", BaseURL: gcURL, Logger: log})
 	if err != nil {
 		return err
 	}
 	var targets []target
 	for _, a := range sb.Accounts() {
-		// The stuck-payment path is on for Stripe: one crafted capture is
-		// settled only by it.
+		// One provider per account, so that each run counts its own
+		// requests. The stuck-payment path is on for Stripe: a crafted
+		// capture waits for its payout there.
+		sp, err := stripe.New(stripe.Config{APIKey: "sk_test_demo", BaseURL: stripeURL, Logger: log})
+		if err != nil {
+			return err
+		}
 		targets = append(targets, target{p: sp, account: a, stuck: true})
 	}
 	// GoCardless's stuck path counts UK working days; two crafted payments
