@@ -145,6 +145,23 @@ type APIError struct {
 	RequestID string
 }
 
+// unsupported reports an answer that says the request itself is not
+// served (400, 404, 405, 410, 422): a look-up the job can do without
+// (creditor events, a payment's events) is then skipped with a warning
+// rather than failing the run. Authentication, rate limits and server
+// errors are never "unsupported".
+func unsupported(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.Status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
+}
+
 func (e *APIError) Error() string {
 	s := fmt.Sprintf("gocardless: HTTP %d %s", e.Status, e.Type)
 	if e.Message != "" {
@@ -329,6 +346,11 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		for {
 			var pg eventsPage
 			if err := p.get(ctx, "/events", q, &pg); err != nil {
+				if rt == "creditors" && unsupported(err) {
+					// Only payouts that bounce are read from creditor events.
+					p.log.Warn("gocardless did not list creditor events; payouts that bounced are left to verify", "error", err)
+					break
+				}
 				return fmt.Errorf("list gocardless %s events: %w", rt, err)
 			}
 			linked := map[string]Payment{}
@@ -470,12 +492,20 @@ func (p *Provider) Fetch(ctx context.Context, fp reconcile.FetchParams) ([]recon
 		// day, earlier than the confirmation or payout it stands for), and
 		// its latest failure says whether a retry is coming.
 		evs, err := p.paymentEvents(ctx, id)
+		if unsupported(err) {
+			p.log.Warn("gocardless did not list the payment's events; its state is dated by its charge date", "provider_id", id, "error", err)
+			evs, err = nil, nil
+		}
 		if err != nil {
 			return out, err
 		}
 		var refunds []Refund
 		if pm.AmountRefunded > 0 {
-			if refunds, err = p.paymentRefunds(ctx, id); err != nil {
+			if refunds, err = p.paymentRefunds(ctx, id); unsupported(err) {
+				p.log.Warn("gocardless did not list the payment's refunds", "provider_id", id, "error", err)
+				refunds, err = nil, nil
+			}
+			if err != nil {
 				return out, err
 			}
 		}

@@ -2,9 +2,7 @@ package gocardless
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -83,6 +81,10 @@ func (p *Provider) bouncedPayout(ctx context.Context, ev Event, since time.Time)
 			} `json:"payouts"`
 		}
 		if err := p.get(ctx, "/payouts", q, &pg); err != nil {
+			if unsupported(err) {
+				p.log.Warn("gocardless did not list bounced payouts; they are left to verify", "error", err)
+				return nil, nil
+			}
 			return nil, fmt.Errorf("list gocardless bounced payouts: %w", err)
 		}
 		for _, po := range pg.Payouts {
@@ -128,9 +130,9 @@ func (p *Provider) payoutPayments(ctx context.Context, po string) ([]string, err
 			} `json:"meta"`
 		}
 		if err := p.get(ctx, "/payout_items", q, &pg); err != nil {
-			var ae *APIError
-			if errors.As(err, &ae) && ae.Status == http.StatusGone {
-				p.log.Warn("gocardless serves no items for payouts older than six months", "payout_id", po)
+			if unsupported(err) {
+				// 410 Gone: payout items exist for six months only.
+				p.log.Warn("gocardless serves no items for this payout (items exist for payouts of the last six months); its bounce is left to verify", "payout_id", po, "error", err)
 				return nil, nil
 			}
 			return nil, fmt.Errorf("list gocardless payout items of %s: %w", po, err)

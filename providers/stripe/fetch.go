@@ -3,7 +3,9 @@ package stripe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v76"
@@ -71,6 +73,18 @@ func (f *fetcher) one(ctx context.Context, id string) ([]reconcile.Change, error
 	params.AddExpand("latest_charge.refunds")
 	params.AddExpand("latest_charge.balance_transaction")
 	pi, err := f.p.api.PaymentIntents.Get(id, params)
+	if se := (*stripego.Error)(nil); errors.As(err, &se) && se.HTTPStatusCode == http.StatusBadRequest {
+		// A server that will not expand the balance transaction (an older
+		// fake): the payment is read as before, dated and refunded from the
+		// charge alone, and not settled by this path.
+		f.p.log.Warn("stripe refused to expand the charge's balance transaction; re-reading without it", "provider_id", id, "error", translate(err))
+		params = &stripego.PaymentIntentParams{Params: stripego.Params{Context: ctx}}
+		if f.account != "" {
+			params.SetStripeAccount(f.account)
+		}
+		params.AddExpand("latest_charge.refunds")
+		pi, err = f.p.api.PaymentIntents.Get(id, params)
+	}
 	if err != nil {
 		if notFound(err) {
 			f.p.log.Warn("payment not found at stripe", "provider_id", id)
@@ -102,6 +116,10 @@ func (f *fetcher) one(ctx context.Context, id string) ([]reconcile.Change, error
 	}
 	if ch.Disputed {
 		d, err := f.v.newestDispute(ctx, f.account, id)
+		if unsupported(err) {
+			f.p.log.Warn("stripe did not list the payment's disputes", "provider_id", id, "error", err)
+			d, err = nil, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +185,11 @@ func (f *fetcher) paidPayoutsFrom(ctx context.Context, day int64) ([]string, err
 		}
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("list stripe payouts: %w", translate(err))
+		if !unsupported(err) {
+			return nil, fmt.Errorf("list stripe payouts: %w", translate(err))
+		}
+		f.p.log.Warn("stripe did not list paid payouts; the capture is settled by a later payout.paid", "error", translate(err))
+		ids = nil
 	}
 	f.candidates[day] = ids
 	return ids, nil
@@ -264,4 +286,23 @@ func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile
 		out = append(out, c)
 	}
 	return out
+}
+
+// unsupported reports an answer that says the request itself is not served
+// (400, 404, 405, 422): an optional look-up is then skipped with a warning.
+// Authentication, rate limits and server errors never are.
+func unsupported(err error) bool {
+	var se *stripego.Error
+	if !errors.As(err, &se) {
+		var ae *APIError
+		if !errors.As(err, &ae) {
+			return false
+		}
+		se = &stripego.Error{HTTPStatusCode: ae.Status}
+	}
+	switch se.HTTPStatusCode {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
 }

@@ -147,7 +147,10 @@ func (p *Provider) settleAvailable(ctx context.Context, account string, since, u
 		}
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("list stripe balance transactions: %w", translate(err))
+		if !unsupported(err) {
+			return fmt.Errorf("list stripe balance transactions: %w", translate(err))
+		}
+		p.log.Warn("stripe did not list the balance transactions of the window; charges of this manual-payout account are settled by the stuck path", "account", account, "error", translate(err))
 	}
 	if len(out) > 0 {
 		return fn(out)
