@@ -2,6 +2,7 @@ package stripe
 
 import (
 	"regexp"
+	"sync/atomic"
 
 	stripego "github.com/stripe/stripe-go/v76"
 )
@@ -47,6 +48,24 @@ func versionDate(v string) (string, bool) {
 	if v == "" {
 		return pinnedDate, true
 	}
+	// An account's events share one or two versions: the last answer is
+	// kept, so the pattern runs once per version change, not per event.
+	if last := lastVersion.Load(); last != nil && last.v == v {
+		return last.date, last.ok
+	}
+	date, ok := parseVersionDate(v)
+	lastVersion.Store(&versionMemo{v: v, date: date, ok: ok})
+	return date, ok
+}
+
+type versionMemo struct {
+	v, date string
+	ok      bool
+}
+
+var lastVersion atomic.Pointer[versionMemo]
+
+func parseVersionDate(v string) (string, bool) {
 	m := versionPattern.FindStringSubmatch(v)
 	// A preview version (2026-02-25.preview) renders unreleased shapes.
 	if m == nil || m[2] == ".preview" || m[1] > newestKnownVersion || m[1] < "2011-01-01" {
