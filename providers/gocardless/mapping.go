@@ -251,17 +251,25 @@ func fetchedChanges(pm Payment, raw json.RawMessage, evs []Event, refunds []Refu
 	if st != models.StateSettled {
 		c.PayoutID = ""
 	}
-	var newest *Event
+	newer := func(a, b *Event) bool {
+		return b == nil || a.CreatedAt.After(b.CreatedAt) || a.CreatedAt.Equal(b.CreatedAt) && a.ID > b.ID
+	}
+	var newest, lastFailed *Event
 	for i := range evs {
 		ev := &evs[i]
-		if actionState[ev.Action] != st || ev.Links.Payment != pm.ID {
+		if ev.Links.Payment != pm.ID {
 			continue
 		}
-		if newest == nil || ev.CreatedAt.After(newest.CreatedAt) || ev.CreatedAt.Equal(newest.CreatedAt) && ev.ID > newest.ID {
+		if actionState[ev.Action] == st && newer(ev, newest) {
 			newest = ev
 		}
+		if ev.Action == "failed" && newer(ev, lastFailed) {
+			lastFailed = ev
+		}
 	}
-	if st == models.StateFailed && newest != nil && newest.Action == "failed" && pm.RetryIfPossible && newest.Details.willRetry() {
+	// Whether a retry is coming is said by the latest failed event, even
+	// when a late_failure_settled debit followed it.
+	if st == models.StateFailed && lastFailed != nil && pm.RetryIfPossible && lastFailed.Details.willRetry() {
 		c.RawStatus, c.Payload, c.PayoutID = RawFailedWillRetry, nil, ""
 		return c
 	}

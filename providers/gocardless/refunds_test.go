@@ -91,6 +91,21 @@ func TestFetchedChangesDateFromEvents(t *testing.T) {
 	if c.State != models.StateCaptured || !c.At.Equal(day.Add(9*time.Hour)) || c.PayoutID != "" {
 		t.Fatalf("captured at the confirmation: %+v", c)
 	}
+	// A retried failure stays not final even when a payout debit
+	// (late_failure_settled) is the newest failure-like event.
+	failed := Payment{ID: "PM1", CreatedAt: day, Amount: 1000, Currency: "GBP", Status: "failed", RetryIfPossible: true}
+	yes := true
+	fe := ev("EV4", "failed", day.Add(60*time.Hour))
+	fe.Details.WillAttemptRetry = &yes
+	c = fetchedChanges(failed, json.RawMessage(`{}`), []Event{ev("EV5", "late_failure_settled", day.Add(70*time.Hour)), fe}, nil)
+	if c.State != models.StateNone || c.RawStatus != RawFailedWillRetry {
+		t.Fatalf("a failure GoCardless will retry is not final: %+v", c)
+	}
+	failed.RetryIfPossible = false
+	c = fetchedChanges(failed, json.RawMessage(`{}`), []Event{ev("EV5", "late_failure_settled", day.Add(70*time.Hour)), fe}, nil)
+	if c.State != models.StateFailed || !c.At.Equal(day.Add(70*time.Hour)) {
+		t.Fatalf("without retry_if_possible it is final, dated by the newest failure fact: %+v", c)
+	}
 	pm.Status, pm.AmountRefunded = "paid_out", 1000
 	refunds := []Refund{{ID: "RF1", Amount: 1000, CreatedAt: day.Add(80 * time.Hour)}}
 	refunds[0].Links.Payment = "PM1"
