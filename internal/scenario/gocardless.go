@@ -55,16 +55,7 @@ type GoCardless struct {
 // the day of the week. o.Payments background payments are generated over
 // the same span.
 func NewGoCardless(srv *gcfake.Server, now time.Time, o Options) *GoCardless {
-	cal := workdays.EnglandAndWales()
-	london := cal.AddWorkingDays(now, -1).Location()
-	// day(k, h, m) is k working days before the last working day before
-	// today, at h:m London time (plus a few milliseconds: GoCardless
-	// timestamps carry them).
-	day := func(k, h, m int) time.Time {
-		d := cal.AddWorkingDays(now, -(k + 1))
-		y, mo, dd := d.Date()
-		return time.Date(y, mo, dd, h, m, 0, 123_000_000, london).UTC()
-	}
+	day := workingDayClock(now, 123*time.Millisecond)
 	g := &GoCardless{Srv: srv, Start: day(8, 8, 0)}
 	if o.Payments > 0 {
 		srv.Generate(gcfake.GenOptions{Payments: o.Payments, Start: g.Start, End: now.Add(-30 * time.Minute).Truncate(time.Second), Seed: o.Seed})
@@ -181,4 +172,17 @@ func (g *GoCardless) SeedLocal(ctx context.Context, db *gorm.DB, now time.Time) 
 		}
 	}
 	return nil
+}
+
+// workingDayClock returns day(k, h, m): k UK working days before the last
+// working day before now, at h:m London time plus ms (GoCardless timestamps
+// carry milliseconds).
+func workingDayClock(now time.Time, ms time.Duration) func(k, h, m int) time.Time {
+	cal := workdays.EnglandAndWales()
+	london := cal.AddWorkingDays(now, -1).Location()
+	return func(k, h, m int) time.Time {
+		d := cal.AddWorkingDays(now, -(k + 1))
+		y, mo, dd := d.Date()
+		return time.Date(y, mo, dd, h, m, 0, int(ms), london).UTC()
+	}
 }

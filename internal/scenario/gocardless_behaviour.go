@@ -10,7 +10,6 @@ import (
 	"github.com/reconciler/reconciler/internal/webhooksim"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
-	"github.com/reconciler/reconciler/workdays"
 )
 
 // GoCardlessUnknownRefundAction is the refunds action RefundUnknownAction's
@@ -127,15 +126,7 @@ type GoCardlessBehaviour struct {
 // s already holds are left alone; background payments (Server.Generate)
 // have payouts of their own, so they may be generated before or after.
 func NewGoCardlessBehaviour(s *gcfake.Server, now time.Time) *GoCardlessBehaviour {
-	cal := workdays.EnglandAndWales()
-	london := cal.AddWorkingDays(now, -1).Location()
-	// d(k, h, m) is k working days before the last working day before
-	// today, at h:m London time (GoCardless times carry milliseconds).
-	d := func(k, h, m int) time.Time {
-		t := cal.AddWorkingDays(now, -(k + 1))
-		y, mo, dd := t.Date()
-		return time.Date(y, mo, dd, h, m, 0, 456_000_000, london).UTC()
-	}
+	d := workingDayClock(now, 456*time.Millisecond)
 	g := &GoCardlessBehaviour{Srv: s, Start: d(8, 9, 0)}
 
 	// cycle creates a payment k working days back, submits it the next

@@ -104,21 +104,17 @@ func (v *Verifier) Current(ctx context.Context, cp reconcile.CurrentParams) ([]r
 // one reads one PaymentIntent, its disputes when its charge is disputed,
 // and the local payout when one is named.
 func (v *Verifier) one(ctx context.Context, account, id, payout string) (reconcile.Current, error) {
-	params := &stripego.PaymentIntentParams{Params: stripego.Params{Context: ctx}}
-	if account != "" {
-		params.SetStripeAccount(account)
-	}
 	sched, err := v.p.payoutSchedule(ctx, account)
 	if err != nil {
 		return reconcile.Current{}, err
 	}
-	params.AddExpand("latest_charge")
+	expand := []string{"latest_charge"}
 	if sched.manual {
 		// A manual-payout account settles a charge when its balance
 		// transaction is available (DESIGN section 3).
-		params.AddExpand("latest_charge.balance_transaction")
+		expand = append(expand, "latest_charge.balance_transaction")
 	}
-	pi, err := v.p.api.PaymentIntents.Get(id, params)
+	pi, err := v.p.getPI(ctx, account, id, expand...)
 	if err != nil {
 		if notFound(err) {
 			return reconcile.Current{ProviderID: id}, nil

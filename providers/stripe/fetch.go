@@ -66,24 +66,13 @@ type fetcher struct {
 const payoutSearch = 35 * 24 * time.Hour
 
 func (f *fetcher) one(ctx context.Context, id string) ([]reconcile.Change, error) {
-	params := &stripego.PaymentIntentParams{Params: stripego.Params{Context: ctx}}
-	if f.account != "" {
-		params.SetStripeAccount(f.account)
-	}
-	params.AddExpand("latest_charge.refunds")
-	params.AddExpand("latest_charge.balance_transaction")
-	pi, err := f.p.api.PaymentIntents.Get(id, params)
+	pi, err := f.p.getPI(ctx, f.account, id, "latest_charge.refunds", "latest_charge.balance_transaction")
 	if se := (*stripego.Error)(nil); errors.As(err, &se) && se.HTTPStatusCode == http.StatusBadRequest {
 		// A server that will not expand the balance transaction (an older
 		// fake): the payment is read as before, dated and refunded from the
 		// charge alone, and not settled by this path.
 		f.p.log.Warn("stripe refused to expand the charge's balance transaction; re-reading without it", "provider_id", id, "error", translate(err))
-		params = &stripego.PaymentIntentParams{Params: stripego.Params{Context: ctx}}
-		if f.account != "" {
-			params.SetStripeAccount(f.account)
-		}
-		params.AddExpand("latest_charge.refunds")
-		pi, err = f.p.api.PaymentIntents.Get(id, params)
+		pi, err = f.p.getPI(ctx, f.account, id, "latest_charge.refunds")
 	}
 	if err != nil {
 		if notFound(err) {
@@ -305,4 +294,17 @@ func unsupported(err error) bool {
 		return true
 	}
 	return false
+}
+
+// getPI reads one PaymentIntent of account ("" for the platform) with the
+// given expansions.
+func (p *Provider) getPI(ctx context.Context, account, id string, expand ...string) (*stripego.PaymentIntent, error) {
+	params := &stripego.PaymentIntentParams{Params: stripego.Params{Context: ctx}}
+	if account != "" {
+		params.SetStripeAccount(account)
+	}
+	for _, e := range expand {
+		params.AddExpand(e)
+	}
+	return p.api.PaymentIntents.Get(id, params)
 }
