@@ -176,7 +176,7 @@ func TestChromiumRendersPages(t *testing.T) {
 		colours           []string
 		dom               []string
 	}{
-		{"report", report.String(), "Reconciliation report: runs 7, 8", []string{"refused", "repaired", "reported"},
+		{"report", report.String(), "Reconciliation report: runs 7, 8, 9", []string{"refused", "repaired", "reported"},
 			[]string{"pi_1", "pi_6", "No drift.", `data-kind="unknown_status"`}},
 		{"history", history.String(), "Reconciliation history: 8 runs", []string{"refused", "repaired", "line"},
 			[]string{`id="history-actions"`, `id="history-miss"`, "<polyline"}},

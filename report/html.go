@@ -25,6 +25,7 @@ import (
 // of mismatch items (local_amount, local_currency, provider_amount,
 // provider_currency). Nothing on the page depends on the time of rendering.
 func RenderHTML(w io.Writer, rep Report) error {
+	rep = withLinks(rep)
 	p := htmlPage{Title: reportTitle(rep), Kinds: kindGlossary}
 	for _, r := range rep.Runs {
 		p.Runs = append(p.Runs, runView(r))
@@ -128,8 +129,33 @@ type htmlRun struct {
 	Reported, Synthetic, EventsRead, API   int64
 	NeedHuman                              int
 	Omitted                                int64
+	RepairedLabel, OmittedPhrase           string
 	Items                                  []htmlItem
 	Chart                                  *svgChart
+	Totals                                 *htmlTotals
+}
+
+// htmlTotals are a run's money totals, formatted.
+type htmlTotals struct {
+	Flag, Scope, ProviderNote string
+	Rows                      []htmlCurrency
+}
+
+type htmlCurrency struct {
+	Currency, Captured, Refunded, Disputed, Settled string
+	Payments                                        int64
+}
+
+func totalsView(t *Totals) *htmlTotals {
+	if t == nil {
+		return nil
+	}
+	v := &htmlTotals{Flag: t.Flag, Scope: RowsScope, ProviderNote: t.ProviderNote}
+	for _, c := range t.Rows {
+		v.Rows = append(v.Rows, htmlCurrency{Currency: strings.ToUpper(c.Currency), Payments: c.Payments, Captured: money(c.Captured, c.Currency),
+			Refunded: money(c.Refunded, c.Currency), Disputed: money(c.Disputed, c.Currency), Settled: money(c.Settled, c.Currency)})
+	}
+	return v
 }
 
 type htmlItem struct {
@@ -150,7 +176,9 @@ func runView(r RunReport) htmlRun {
 		Duration: duration(r), Mode: r.Mode, DryRun: r.DryRun,
 		Examined: r.Examined, InSync: r.InSync, Repaired: r.Repaired, Refused: r.Refused, Reported: r.Reported,
 		Synthetic: r.SyntheticEvents, EventsRead: r.EventsRead, API: r.APIRequests,
-		MissRatio: percent(r.WebhookMissRatio),
+		MissRatio:     percent(r.WebhookMissRatio),
+		RepairedLabel: actionLabel(models.ActionRepaired, r.DryRun), OmittedPhrase: repairedPhrase(r.DryRun),
+		Totals: totalsView(r.Totals),
 	}
 	if v.Account == "" {
 		v.Account = "platform"
@@ -185,7 +213,7 @@ func runView(r RunReport) htmlRun {
 }
 
 func itemView(r RunReport, it Item) htmlItem {
-	v := htmlItem{ID: it.ProviderID, Kind: orDash(it.Kind), Action: orDash(it.Action), ActionClass: actionClass(it.Action),
+	v := htmlItem{ID: it.ProviderID, Kind: orDash(it.Kind), Action: orDash(it.ActionLabel()), ActionClass: actionClass(it.Action),
 		Local: orDash(str(it.LocalState)), Provider: orDash(str(it.ProviderState)), Explanation: it.Explanation,
 		NeedsHuman: it.NeedsHuman(), Inferred: it.TimeInferred, Amount: "—", Time: "—"}
 	v.URL = it.DashboardURL
@@ -790,7 +818,7 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 <ul class="stats">
 <li><span class="n">{{.Examined}}</span><span class="k">examined</span></li>
 <li><span class="n">{{.InSync}}</span><span class="k">in sync</span></li>
-<li class="repaired"><span class="n">{{.Repaired}}</span><span class="k">repaired</span></li>
+<li class="repaired"><span class="n">{{.Repaired}}</span><span class="k">{{.RepairedLabel}}</span></li>
 <li class="refused"><span class="n">{{.Refused}}</span><span class="k">refused</span></li>
 <li class="reported"><span class="n">{{.Reported}}</span><span class="k">reported</span></li>
 <li><span class="n">{{.Synthetic}}</span><span class="k">synthetic events</span></li>
@@ -812,7 +840,7 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 <section id="{{.Anchor}}" aria-labelledby="{{.Anchor}}-h">
 <h2 id="{{.Anchor}}-h">Run {{.ID}}: {{.Provider}}, {{.Account}}</h2>
 {{- if .DryRun}}
-<div class="banner dry" role="note"><strong>Dry run:</strong> nothing was written but this report; items marked repaired were not applied.</div>
+<div class="banner dry" role="note"><strong>Dry run:</strong> nothing was written but this report; items marked “would repair” were not applied.</div>
 {{- end}}
 {{- if .Error}}
 <div class="banner error" role="alert"><strong>Error:</strong> {{.Error}}</div>
@@ -820,7 +848,31 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 {{- if .Warning}}
 <div class="banner warning" role="note"><strong>Warning:</strong> {{.Warning}}</div>
 {{- end}}
+{{- with .Totals}}
+{{- if .Flag}}
+<div class="banner error totals" role="alert"><strong>{{.Flag}}</strong></div>
+{{- end}}
+{{- end}}
 {{template "facts" .}}
+{{- with .Totals}}
+<h3>Money in the window</h3>
+<p class="muted">As the rows have it: {{.Scope}}.</p>
+{{- if .Rows}}
+<div class="table-wrap">
+<table class="totals">
+<thead><tr><th scope="col">currency</th><th scope="col" class="num">payments</th><th scope="col" class="num">captured</th><th scope="col" class="num">refunded</th><th scope="col" class="num">disputed</th><th scope="col" class="num">settled</th></tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr><td>{{.Currency}}</td><td class="num">{{.Payments}}</td><td class="num">{{.Captured}}</td><td class="num">{{.Refunded}}</td><td class="num">{{.Disputed}}</td><td class="num">{{.Settled}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+</div>
+{{- else}}
+<p class="empty">No payments in the window.</p>
+{{- end}}
+<p><strong>As the provider has it:</strong> {{.ProviderNote}}.</p>
+{{- end}}
 {{- if .Items}}
 {{- if .NeedHuman}}
 <div class="banner human" role="note"><strong>{{.NeedHuman}} {{if eq .NeedHuman 1}}item needs{{else}}items need{{end}} a human</strong> (refused or reported: nothing was changed for them).</div>
@@ -846,7 +898,7 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 </table>
 </div>
 {{- if .Omitted}}
-<p class="muted">…and {{.Omitted}} more items that were repaired; the CSV and JSON reports list every item.</p>
+<p class="muted">…and {{.Omitted}} more items that {{.OmittedPhrase}}; the CSV and JSON reports list every item.</p>
 {{- end}}
 {{- else}}
 <p class="empty">No drift.</p>

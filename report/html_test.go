@@ -265,9 +265,9 @@ func TestRenderHTMLContent(t *testing.T) {
 	page := renderHTML(t, s)
 	doc := parse(t, page)
 
-	assert.Equal(t, "Reconciliation report: runs 7, 8", text(all(doc, elem("title"))[0]))
+	assert.Equal(t, "Reconciliation report: runs 7, 8, 9", text(all(doc, elem("title"))[0]))
 	sections := all(doc, elem("section"))
-	require.Len(t, sections, 2)
+	require.Len(t, sections, 3)
 	run7, run8 := text(sections[0]), text(sections[1])
 	for _, want := range []string{"Run 7: stripe, platform", "2026-10-30T23:00:00Z → 2026-11-01T00:00:00Z", "schedule by cron",
 		"succeeded", "3m0s", "1200examined", "1194in sync", "2repaired", "2refused", "2reported", "3synthetic events",

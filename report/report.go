@@ -71,6 +71,9 @@ type RunReport struct {
 	// Notes says how the window was adjusted (caught up to a checkpoint,
 	// clamped to the provider's retention).
 	Notes map[string]any `json:"notes,omitempty"`
+	// Totals are the window's money per currency (Totals); a report of one
+	// run has them, a list of runs does not.
+	Totals *Totals `json:"totals,omitempty"`
 	// ItemsOmitted counts items left out of a report meant for reading
 	// (Markdown, HTML): the CSV and JSON reports list every item.
 	ItemsOmitted int64  `json:"items_omitted,omitempty"`
@@ -99,10 +102,54 @@ type Item struct {
 	// DashboardURL opens the payment in the provider's dashboard.
 	DashboardURL string         `json:"dashboard_url"`
 	Detail       map[string]any `json:"detail"`
+	// DryRun says the item is a dry run's: an action of repaired means
+	// "would repair", and nothing was changed.
+	DryRun bool `json:"dry_run"`
 }
 
 // NeedsHuman reports whether the item was refused or only reported.
 func (it Item) NeedsHuman() bool { return it.Action != models.ActionRepaired }
+
+// WouldRepair is what a dry run's reports call its repaired items.
+const WouldRepair = "would repair"
+
+// ActionLabel is how reports for people name an item's action: a dry run's
+// repaired items say WouldRepair.
+func (it Item) ActionLabel() string { return actionLabel(it.Action, it.DryRun) }
+
+func actionLabel(action string, dry bool) string {
+	if dry && action == models.ActionRepaired {
+		return WouldRepair
+	}
+	return action
+}
+
+// dryTense puts a dry run's explanation in the conditional: the engine
+// writes what it did ("the payment was marked captured"), and a dry run
+// did none of it.
+var dryTense = strings.NewReplacer(
+	"the payment was marked ", "the payment would be marked ",
+	"amount_refunded was raised", "amount_refunded would be raised",
+	"it was created as ", "it would be created as ",
+	"amount_captured was recorded", "amount_captured would be recorded",
+	" was marked ", " would be marked ",
+)
+
+// WouldRepairPrefix starts the explanation of a dry run's repaired item, so
+// that it says what the run would have done in every format, the CSV and
+// JSON too, whose action stays the enum value repaired.
+const WouldRepairPrefix = "Would repair (dry run, nothing was changed): "
+
+// asDry marks an item as a dry run's and rewrites its explanation in the
+// conditional; it is idempotent.
+func asDry(it Item) Item {
+	it.DryRun = true
+	it.Explanation = dryTense.Replace(it.Explanation)
+	if it.Action == models.ActionRepaired && !strings.HasPrefix(it.Explanation, WouldRepairPrefix) {
+		it.Explanation = WouldRepairPrefix + it.Explanation
+	}
+	return it
+}
 
 // DashboardURL links a payment in its provider's dashboard, in test or live
 // mode; "" for an unknown provider.
@@ -158,6 +205,9 @@ func LoadLimited(ctx context.Context, db *gorm.DB, limit int, runIDs ...int64) (
 			return rep, fmt.Errorf("read drift items of run %d: %w", id, err)
 		}
 		rr := Summary(r)
+		if rr.Totals, err = LoadTotals(ctx, db, r); err != nil {
+			return rep, fmt.Errorf("totals of run %d: %w", id, err)
+		}
 		for _, it := range items {
 			rr.Items = append(rr.Items, itemOf(r, it))
 		}
@@ -207,6 +257,9 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 			return err
 		}
 		rr := Summary(r)
+		if rr.Totals, err = LoadTotals(ctx, db, r); err != nil {
+			return fmt.Errorf("totals of run %d: %w", id, err)
+		}
 		if cw == nil {
 			head, err := json.Marshal(rr)
 			if err != nil {
@@ -223,6 +276,9 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 			bw.WriteString("\n    ")
 			bw.Write(head)
 			bw.WriteString(`"items":[`)
+		}
+		if cw != nil {
+			writeCSVTotals(cw, rr)
 		}
 		n := 0
 		// Keyset pages per action, those needing a human first: memory
@@ -302,6 +358,9 @@ func withLinks(rep Report) Report {
 			if it.DashboardURL == "" {
 				it.DashboardURL = DashboardURL(r.Provider, r.Mode, r.Account, it.ProviderID)
 			}
+			if r.DryRun {
+				it = asDry(it)
+			}
 			items[j] = it
 		}
 		r.Items = items
@@ -334,6 +393,9 @@ func itemOf(r models.Run, it models.DriftItem) Item {
 	out.TimeInferred, _ = take("time_inferred").(bool)
 	out.EventID, _ = take("event_id").(string)
 	out.Detail = d
+	if r.DryRun {
+		out = asDry(out)
+	}
 	return out
 }
 
@@ -398,12 +460,13 @@ func str(p *string) string {
 
 // CSVHeader is the CSV report's header row: one row per drift item.
 var CSVHeader = []string{"run_id", "provider", "account", "mode", "provider_id", "kind", "action", "needs_human", "local_state", "provider_state",
-	"amount", "currency", "amount_refunded", "provider_time", "time_inferred", "explanation", "dashboard_url"}
+	"amount", "currency", "amount_refunded", "provider_time", "time_inferred", "explanation", "dashboard_url", "dry_run"}
 
 func renderCSV(w io.Writer, rep Report) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write(CSVHeader)
 	for _, r := range rep.Runs {
+		writeCSVTotals(cw, r)
 		for _, it := range r.Items {
 			writeCSVRow(cw, r, it)
 		}
@@ -419,7 +482,39 @@ func writeCSVRow(cw *csv.Writer, r RunReport, it Item) {
 	}
 	_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, it.ProviderID, it.Kind, it.Action, fmt.Sprint(it.NeedsHuman()),
 		str(it.LocalState), str(it.ProviderState), MajorUnits(it.Amount, it.Currency), strings.ToUpper(it.Currency),
-		MajorUnits(it.AmountRefunded, it.Currency), pt, fmt.Sprint(it.TimeInferred), it.Explanation, it.DashboardURL})
+		MajorUnits(it.AmountRefunded, it.Currency), pt, fmt.Sprint(it.TimeInferred), it.Explanation, it.DashboardURL,
+		fmt.Sprint(it.DryRun || r.DryRun)})
+}
+
+// CSVTotalKinds are the kinds of the CSV rows that carry a run's totals
+// rather than a drift item: they come before the run's items, with no
+// provider_id. totals_differ, first, is the flag.
+var CSVTotalKinds = []string{"totals_differ", "total_captured", "total_refunded", "total_disputed", "total_settled"}
+
+// writeCSVTotals writes a run's totals as rows before its items: the flag
+// when the totals differ, then per currency one row per total, its amount
+// as the rows have it; the explanation says the provider's side was not
+// measured.
+func writeCSVTotals(cw *csv.Writer, r RunReport) {
+	t := r.Totals
+	if t == nil {
+		return
+	}
+	row := func(kind, amount, currency, explanation string) {
+		_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, "", kind, "", fmt.Sprint(t.Flagged), "", "",
+			amount, currency, "", "", "false", explanation, "", fmt.Sprint(r.DryRun)})
+	}
+	if t.Flagged {
+		row(CSVTotalKinds[0], "", "", t.Flag)
+	}
+	for _, c := range t.Rows {
+		cur := strings.ToUpper(c.Currency)
+		for i, v := range []int64{c.Captured, c.Refunded, c.Disputed, c.Settled} {
+			kind := CSVTotalKinds[i+1]
+			row(kind, MajorUnits(v, c.Currency), cur, fmt.Sprintf("%s as the rows have it (%d %s payments in the window); as the provider has it: %s.",
+				strings.ReplaceAll(kind, "_", " "), c.Payments, cur, t.ProviderNote))
+		}
+	}
 }
 
 func renderMD(out io.Writer, rep Report) error {
@@ -441,7 +536,8 @@ func renderMD(out io.Writer, rep Report) error {
 			fmt.Fprintf(w, "| mode | %s |\n", r.Mode)
 		}
 		fmt.Fprintf(w, "| duration | %s |\n", time.Duration(r.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
-		fmt.Fprintf(w, "| examined | %d |\n| in sync | %d |\n| repaired | %d |\n| refused | %d |\n| reported | %d |\n", r.Examined, r.InSync, r.Repaired, r.Refused, r.Reported)
+		fmt.Fprintf(w, "| examined | %d |\n| in sync | %d |\n| %s | %d |\n| refused | %d |\n| reported | %d |\n", r.Examined, r.InSync,
+			actionLabel(models.ActionRepaired, r.DryRun), r.Repaired, r.Refused, r.Reported)
 		fmt.Fprintf(w, "| events read | %d |\n| synthetic events | %d |\n| webhook miss ratio | %.2f%% |\n| API requests | %d |\n", r.EventsRead, r.SyntheticEvents, 100*r.WebhookMissRatio, r.APIRequests)
 		if r.Error != nil {
 			fmt.Fprintf(w, "| error | %s |\n", mdCell(*r.Error))
@@ -450,6 +546,7 @@ func renderMD(out io.Writer, rep Report) error {
 			fmt.Fprintf(w, "| warning | %s |\n", mdCell(wn))
 		}
 		fmt.Fprintln(w)
+		mdTotals(w, r.Totals)
 		if len(r.Items) == 0 {
 			fmt.Fprint(w, "No drift.\n\n")
 			continue
@@ -460,7 +557,7 @@ func renderMD(out io.Writer, rep Report) error {
 			if it.DashboardURL != "" {
 				id = "[" + id + "](" + it.DashboardURL + ")"
 			}
-			action := mdCell(it.Action)
+			action := mdCell(it.ActionLabel())
 			if it.NeedsHuman() {
 				action = "**" + action + "**"
 			}
@@ -476,11 +573,42 @@ func renderMD(out io.Writer, rep Report) error {
 				MajorUnits(it.Amount, it.Currency), mdCell(strings.ToUpper(it.Currency)), pt, mdCell(it.Explanation))
 		}
 		if r.ItemsOmitted > 0 {
-			fmt.Fprintf(w, "…and %d more items that were repaired; the CSV and JSON reports list every item.\n", r.ItemsOmitted)
+			fmt.Fprintf(w, "…and %d more items that %s; the CSV and JSON reports list every item.\n", r.ItemsOmitted, repairedPhrase(r.DryRun))
 		}
 		fmt.Fprintln(w)
 	}
 	return w.err
+}
+
+// repairedPhrase is how the omitted-items note names repaired items.
+func repairedPhrase(dry bool) string {
+	if dry {
+		return "would be repaired (dry run)"
+	}
+	return "were repaired"
+}
+
+// mdTotals writes a run's totals: the flag first, then a table per
+// currency, then what the provider's side is.
+func mdTotals(w io.Writer, t *Totals) {
+	if t == nil {
+		return
+	}
+	if t.Flagged {
+		fmt.Fprintf(w, "**%s**\n\n", mdCell(t.Flag))
+	}
+	fmt.Fprintf(w, "Money in the window, as the rows have it (%s):\n\n", RowsScope)
+	if len(t.Rows) == 0 {
+		fmt.Fprint(w, "No payments in the window.\n\n")
+	} else {
+		fmt.Fprint(w, "| currency | payments | captured | refunded | disputed | settled |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, c := range t.Rows {
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", mdCell(strings.ToUpper(c.Currency)), c.Payments, mdCell(money(c.Captured, c.Currency)),
+				mdCell(money(c.Refunded, c.Currency)), mdCell(money(c.Disputed, c.Currency)), mdCell(money(c.Settled, c.Currency)))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "As the provider has it: %s.\n\n", mdCell(t.ProviderNote))
 }
 
 // stickyWriter keeps the first write error, so that a renderer of many

@@ -30,7 +30,7 @@ const trickyExplanation = `Local says "captured" | provider says "refunded", so 
 // none and failed.
 func sample() Report {
 	at := func(h, m int) time.Time { return time.Date(2026, 11, 1, h, m, 0, 0, time.UTC) }
-	return Report{Runs: []RunReport{
+	rep := Report{Runs: []RunReport{
 		{
 			ID: 7, Provider: "stripe", Account: "", WindowStart: time.Date(2026, 10, 30, 23, 0, 0, 0, time.UTC), WindowEnd: at(0, 0),
 			StartedAt: at(0, 0), FinishedAt: ptr(at(0, 3)), Status: "succeeded", Trigger: "schedule", TriggeredBy: "cron",
@@ -57,7 +57,38 @@ func sample() Report {
 			StartedAt: at(1, 0), FinishedAt: nil, Status: "failed", Trigger: "api", TriggeredBy: "ops",
 			DryRun: true, Error: ptr("stripe: 401 | invalid API key"), Items: []Item{},
 		},
+		dryRunSample(),
 	}}
+	rep.Runs[0].Totals = TotalsFromItems(rep.Runs[0], []CurrencyTotals{
+		{Currency: "eur", Payments: 40, Captured: 120000, Refunded: 1500, Settled: 90000},
+		{Currency: "gbp", Payments: 1100, Captured: 2199900, Refunded: 34000, Disputed: 4200, Settled: 1800000},
+		{Currency: "jpy", Payments: 60, Captured: 300000},
+	})
+	return rep
+}
+
+// dryRunSample is run 9, a dry run that would repair three payments:
+// its explanations are the engine's own sentences.
+func dryRunSample() RunReport {
+	at := func(h, m int) time.Time { return time.Date(2026, 11, 2, h, m, 0, 0, time.UTC) }
+	r := RunReport{
+		ID: 9, Provider: "stripe", WindowStart: at(0, 0), WindowEnd: at(1, 0), StartedAt: at(1, 0), FinishedAt: ptr(at(1, 1)),
+		Status: "succeeded", Trigger: "manual", TriggeredBy: "cli", DryRun: true, Mode: "test", DurationSeconds: 60,
+		Examined: 30, InSync: 27, Repaired: 3, EventsRead: 90, SyntheticEvents: 3, WebhookMissRatio: 3.0 / 90, APIRequests: 4,
+		Items: []Item{
+			{ProviderID: "pi_91", Kind: models.KindBehind, Action: models.ActionRepaired, LocalState: ptr("authorised"), ProviderState: ptr("captured"),
+				Explanation: "The captured webhook was never received; the payment was marked captured from the provider's record.",
+				Amount: 2500, Currency: "gbp", ProviderTime: ptr(at(0, 10)), EventID: "evt_91", Detail: map[string]any{}},
+			{ProviderID: "pi_92", Kind: models.KindMissingLocal, Action: models.ActionRepaired, ProviderState: ptr("settled"),
+				Explanation: "The payment was unknown locally (its webhooks never arrived); it was created as settled from the provider's record.",
+				Amount: 1000, Currency: "gbp", ProviderTime: ptr(at(0, 20)), Detail: map[string]any{}},
+			{ProviderID: "pi_93", Kind: models.KindBehind, Action: models.ActionRepaired, LocalState: ptr("captured"), ProviderState: ptr("captured"),
+				Explanation: "A partial refund webhook was missed; amount_refunded was raised from the provider's record.",
+				Amount: 4000, Currency: "gbp", AmountRefunded: 1000, ProviderTime: ptr(at(0, 30)), Detail: map[string]any{}},
+		},
+	}
+	r.Totals = TotalsFromItems(r, []CurrencyTotals{{Currency: "gbp", Payments: 27, Captured: 81000, Refunded: 2000, Settled: 50000}})
+	return r
 }
 
 func render(t *testing.T, format string) []byte {
@@ -116,18 +147,29 @@ func TestRenderJSONRoundTrip(t *testing.T) {
 }
 
 func TestRenderCSV(t *testing.T) {
-	rows, err := csv.NewReader(bytes.NewReader(render(t, "csv"))).ReadAll()
+	all, err := csv.NewReader(bytes.NewReader(render(t, "csv"))).ReadAll()
 	require.NoError(t, err)
 	s := sample()
-	require.Len(t, rows, 1+len(s.Runs[0].Items)+len(s.Runs[1].Items), "header plus one row per item")
-	assert.Equal(t, CSVHeader, rows[0])
+	assert.Equal(t, CSVHeader, all[0])
 	col := map[string]int{}
-	for i, h := range rows[0] {
+	for i, h := range all[0] {
 		col[h] = i
 	}
-	for _, r := range rows {
+	for _, r := range all {
 		assert.Len(t, r, len(CSVHeader))
 	}
+	// Totals rows (no provider_id, a total_ kind) come before each run's
+	// items; the rest is one row per item.
+	rows := [][]string{all[0]}
+	for _, r := range all[1:] {
+		if r[col["provider_id"]] != "" {
+			assert.NotContains(t, CSVTotalKinds, r[col["kind"]])
+			rows = append(rows, r)
+		} else {
+			assert.Contains(t, CSVTotalKinds, r[col["kind"]])
+		}
+	}
+	require.Len(t, rows, 1+len(s.Runs[0].Items)+len(s.Runs[1].Items)+len(s.Runs[2].Items), "header plus one row per item")
 	first := rows[1]
 	assert.Equal(t, "pi_1", first[col["provider_id"]])
 	assert.Equal(t, "19.99", first[col["amount"]], "major units")
@@ -213,7 +255,7 @@ func TestRenderMarkdown(t *testing.T) {
 		}
 	}
 	s := sample()
-	require.Len(t, items, len(s.Runs[0].Items))
+	require.Len(t, items, len(s.Runs[0].Items)+len(s.Runs[2].Items))
 	for i, it := range s.Runs[0].Items {
 		assert.Contains(t, items[i][0], "["+it.ProviderID+"](https://dashboard.stripe.com/test/payments/"+it.ProviderID+")")
 		assert.Equal(t, it.Explanation, items[i][6], "explanation survives escaping")

@@ -42,6 +42,7 @@ const (
 // written are the colours opts.Color asks for. A failing writer gets
 // nothing or everything: the text is built first, then written at once.
 func RenderText(w io.Writer, rep Report, opts TextOptions) error {
+	rep = withLinks(rep)
 	t := &textWriter{color: opts.Color, moreIn: opts.MoreIn}
 	if t.moreIn == "" {
 		t.moreIn = "the CSV and JSON reports"
@@ -75,14 +76,15 @@ func (t *textWriter) paint(code, s string) string {
 func (t *textWriter) bold(s string) string { return t.paint("1", s) }
 func (t *textWriter) dim(s string) string  { return t.paint("2", s) }
 
-// action colours an action: refused red, reported yellow, repaired green.
+// action colours an action: refused red, reported yellow, repaired (or a
+// dry run's "would repair") green.
 func (t *textWriter) action(a string) string {
 	switch a {
 	case models.ActionRefused:
 		return t.paint("1;31", a)
 	case models.ActionReported:
 		return t.paint("33", a)
-	case models.ActionRepaired:
+	case models.ActionRepaired, WouldRepair:
 		return t.paint("32", a)
 	}
 	return a
@@ -111,7 +113,7 @@ func (t *textWriter) run(r RunReport) {
 	t.printf("%s %s\n", t.bold("── "+title), t.dim(strings.Repeat("─", max(rule, 3))))
 	t.printf("  window %s → %s\n", r.WindowStart.UTC().Format("2006-01-02 15:04"), r.WindowEnd.UTC().Format("2006-01-02 15:04 MST"))
 	t.printf("  examined %s   %s %s   %s %s   %s %s\n", Thousands(r.Examined),
-		t.action(models.ActionRepaired), Thousands(r.Repaired), t.action(models.ActionRefused), Thousands(r.Refused),
+		t.action(actionLabel(models.ActionRepaired, r.DryRun)), Thousands(r.Repaired), t.action(models.ActionRefused), Thousands(r.Refused),
 		t.action(models.ActionReported), Thousands(r.Reported))
 	t.printf("  events read %s   synthetic events %s   webhook miss ratio %s\n",
 		Thousands(r.EventsRead), Thousands(r.SyntheticEvents), percent(r.WebhookMissRatio))
@@ -121,6 +123,7 @@ func (t *textWriter) run(r RunReport) {
 	if wn, ok := r.Notes["warning"].(string); ok {
 		t.printf("  %s %s\n", t.paint("33", "warning:"), plain(wn))
 	}
+	t.totals(r.Totals)
 	var human, repaired []Item
 	for _, it := range r.Items {
 		if it.NeedsHuman() {
@@ -144,10 +147,18 @@ func (t *textWriter) run(r RunReport) {
 	}
 	if len(repaired) > 0 {
 		ex := examples(repaired, textExamples)
-		t.printf("  %s %s\n", t.bold(fmt.Sprintf("Repaired (%d):", len(repaired))), t.dim(kindCounts(repaired)+"; for example:"))
+		heading, more := "Repaired", "repaired"
+		if r.DryRun {
+			heading, more = "Would repair", "to repair"
+		}
+		count := fmt.Sprintf("%s (%d):", heading, len(repaired))
+		if r.DryRun {
+			count = fmt.Sprintf("%s (%d; dry run, nothing was changed):", heading, len(repaired))
+		}
+		t.printf("  %s %s\n", t.bold(count), t.dim(kindCounts(repaired)+"; for example:"))
 		t.table(ex, false)
 		if n := len(repaired) - len(ex); n > 0 {
-			t.printf("    …and %d more repaired\n", n)
+			t.printf("    …and %d more %s\n", n, more)
 		}
 		t.printf("\n")
 	}
@@ -169,7 +180,7 @@ func (t *textWriter) table(items []Item, explain bool) {
 			amount = money(it.Amount, plain(it.Currency))
 		}
 		states := orDash(plain(str(it.LocalState))) + " → " + orDash(plain(str(it.ProviderState)))
-		rows = append(rows, []string{plain(it.ProviderID), plain(it.Kind), plain(it.Action), cut(states, 32), amount})
+		rows = append(rows, []string{plain(it.ProviderID), plain(it.Kind), plain(it.ActionLabel()), cut(states, 32), amount})
 	}
 	width := make([]int, 5)
 	for _, r := range rows {
@@ -201,6 +212,61 @@ func (t *textWriter) table(items []Item, explain bool) {
 				t.printf("        %s\n", t.dim(l))
 			}
 		}
+	}
+}
+
+// totals writes a run's money totals: the flag first (before any item),
+// then one line per currency as the rows have it, then the provider's side.
+func (t *textWriter) totals(tt *Totals) {
+	if tt == nil {
+		return
+	}
+	t.printf("\n")
+	if tt.Flagged {
+		for _, l := range Wrap(plain(tt.Flag), TextWidth-4, 0) {
+			t.printf("  %s\n", t.paint("1;31", l))
+		}
+		t.printf("\n")
+	}
+	t.printf("  %s\n", t.bold("Money in the window, as the rows have it:"))
+	if len(tt.Rows) == 0 {
+		t.printf("    no payments in the window\n")
+	} else {
+		rows := [][]string{{"CURRENCY", "PAYMENTS", "CAPTURED", "REFUNDED", "DISPUTED", "SETTLED"}}
+		for _, c := range tt.Rows {
+			cur := plain(c.Currency)
+			rows = append(rows, []string{strings.ToUpper(cur), Thousands(c.Payments), money(c.Captured, cur), money(c.Refunded, cur),
+				money(c.Disputed, cur), money(c.Settled, cur)})
+		}
+		width := make([]int, 6)
+		for _, r := range rows {
+			for i, c := range r {
+				width[i] = max(width[i], utf8.RuneCountInString(c))
+			}
+		}
+		for i, r := range rows {
+			var b strings.Builder
+			b.WriteString("    ")
+			for j, c := range r {
+				pad := strings.Repeat(" ", width[j]-utf8.RuneCountInString(c))
+				if j == 0 {
+					b.WriteString(c + pad)
+				} else {
+					b.WriteString("  " + pad + c)
+				}
+			}
+			line := b.String()
+			if i == 0 {
+				line = "    " + t.dim(strings.TrimPrefix(line, "    "))
+			}
+			t.printf("%s\n", line)
+		}
+	}
+	for _, l := range Wrap("rows: "+RowsScope+".", TextWidth-6, 0) {
+		t.printf("    %s\n", t.dim(l))
+	}
+	for _, l := range Wrap("As the provider has it: "+plain(tt.ProviderNote)+".", TextWidth-4, 0) {
+		t.printf("  %s\n", l)
 	}
 }
 

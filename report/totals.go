@@ -1,0 +1,282 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
+)
+
+// Totals are the money of a run's window per currency: as the rows have
+// them, and as the provider has them where that was measured. A run does
+// not keep the provider's objects, so the provider's side is never measured
+// by a run (Provider is nil and ProviderNote says so); the differences the
+// run's own items show are counted instead, and Flagged says whether the
+// rows' totals are known to differ from the provider's.
+type Totals struct {
+	// Rows is one entry per currency (sorted) of the payments rows of the
+	// run's provider and account whose source_updated_at or settled_at lies
+	// in the window, read when the report was made (RowsReadAt), not when
+	// the run ended: later changes to those rows show.
+	Rows       []CurrencyTotals `json:"rows"`
+	RowsReadAt *time.Time       `json:"rows_read_at"`
+	// Provider is always null for a run: see ProviderNote.
+	Provider     []CurrencyTotals `json:"provider"`
+	ProviderNote string           `json:"provider_note"`
+	// DifferingItems counts the run's items saying a row's state or amount
+	// differs from the provider's: those needing a human (except open
+	// disputes), and in a dry run those it would repair.
+	DifferingItems int64 `json:"differing_items"`
+	// AmountDifferences is, per currency, the provider's amount minus the
+	// row's summed over the run's mismatch items of one currency (minor
+	// units): the one difference a run measures in money.
+	AmountDifferences []CurrencyAmount `json:"amount_differences"`
+	// Flagged says the rows' totals are known to differ from the
+	// provider's; Flag says how, in one sentence.
+	Flagged bool   `json:"flagged"`
+	Flag    string `json:"flag,omitempty"`
+}
+
+// CurrencyTotals are one currency's totals, in minor units.
+type CurrencyTotals struct {
+	Currency string `json:"currency"`
+	Payments int64  `json:"payments"`
+	// Captured sums amount_captured (else amount) of rows at captured or
+	// beyond (captured, settled, refunded, chargeback).
+	Captured int64 `json:"captured"`
+	// Refunded sums amount_refunded.
+	Refunded int64 `json:"refunded"`
+	// Disputed sums amount of chargeback rows.
+	Disputed int64 `json:"disputed"`
+	// Settled sums amount_captured (else amount) of rows whose settled_at
+	// lies in the window.
+	Settled int64 `json:"settled"`
+}
+
+// CurrencyAmount is an amount of one currency, in minor units.
+type CurrencyAmount struct {
+	Currency string `json:"currency"`
+	Amount   int64  `json:"amount"`
+	Items    int64  `json:"items"`
+}
+
+// ProviderNotMeasured is what the totals say of the provider's side.
+const ProviderNotMeasured = "not measured by a run (a run keeps no provider objects); use reconciler verify --all over the window"
+
+// RowsScope says which rows the totals sum.
+const RowsScope = "payments rows of the run's provider and account whose source_updated_at or settled_at lies in the window, read when this report was made"
+
+// pastCaptured are the states whose money was captured.
+var pastCaptured = map[models.State]bool{models.StateCaptured: true, models.StateSettled: true, models.StateRefunded: true, models.StateChargeback: true}
+
+// AddPayment adds one row to per-currency totals of window [start, end).
+func addPayment(acc map[string]*CurrencyTotals, p models.Payment, start, end time.Time) {
+	cur := strings.ToLower(p.Currency)
+	t := acc[cur]
+	if t == nil {
+		t = &CurrencyTotals{Currency: cur}
+		acc[cur] = t
+	}
+	t.Payments++
+	captured := p.Amount
+	if p.AmountCaptured != nil {
+		captured = *p.AmountCaptured
+	}
+	if pastCaptured[p.State] {
+		t.Captured += captured
+	}
+	t.Refunded += p.AmountRefunded
+	if p.State == models.StateChargeback {
+		t.Disputed += p.Amount
+	}
+	if p.SettledAt != nil && !p.SettledAt.Before(start) && p.SettledAt.Before(end) {
+		t.Settled += captured
+	}
+}
+
+func sortedTotals(acc map[string]*CurrencyTotals) []CurrencyTotals {
+	out := make([]CurrencyTotals, 0, len(acc))
+	for _, t := range acc {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Currency < out[j].Currency })
+	return out
+}
+
+// differs reports whether an item says the row's state or amount differs
+// from the provider's after the run.
+func differs(kind, action string, dry bool) bool {
+	switch {
+	case kind == models.KindDispute:
+		return false // an open dispute is no chargeback yet, on either side
+	case action == models.ActionRepaired:
+		return dry // a real run moved the row to the provider's
+	}
+	return action == models.ActionRefused || action == models.ActionReported
+}
+
+// mismatchDiffers reports whether a mismatch item leaves the row's money
+// different from the provider's: a partial capture a real run recorded
+// (amount_captured, no provider amount) does not.
+func mismatchDiffers(action string, d map[string]any, dry bool) bool {
+	_, captured := d["amount_captured"]
+	_, provider := d["provider_amount"]
+	if captured && !provider && !dry {
+		return false
+	}
+	return differs(models.KindMismatch, action, dry)
+}
+
+// mismatchDiff is a mismatch item's provider minus local amount, when both
+// are numbers of one currency.
+func mismatchDiff(d map[string]any) (string, int64, bool) {
+	lc, _ := d["local_currency"].(string)
+	pc, _ := d["provider_currency"].(string)
+	la, lok := d["local_amount"].(float64)
+	pa, pok := d["provider_amount"].(float64)
+	if !lok || !pok || lc == "" || !strings.EqualFold(lc, pc) {
+		return "", 0, false
+	}
+	return strings.ToLower(lc), int64(pa) - int64(la), true
+}
+
+// LoadTotals computes run r's totals: the window's rows through the store,
+// and the differences its drift items show. Memory is flat: rows and
+// mismatch items are read a page at a time.
+func LoadTotals(ctx context.Context, db *gorm.DB, r models.Run) (*Totals, error) {
+	st := dbopen.Store(db, nil)
+	start, end := r.WindowStart.UTC(), r.WindowEnd.UTC()
+	acc := map[string]*CurrencyTotals{}
+	q := store.PaymentQuery{Provider: r.Provider, Account: r.Account, Since: start, Until: end, Limit: 5000}
+	for {
+		page, err := st.PaymentsInWindow(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range page {
+			addPayment(acc, p, start, end)
+		}
+		if len(page) < q.Limit {
+			break
+		}
+		q.AfterID = page[len(page)-1].ID
+	}
+	now := time.Now().UTC()
+	t := &Totals{Rows: sortedTotals(acc), RowsReadAt: &now, ProviderNote: ProviderNotMeasured}
+	counts, err := st.DriftCounts(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range counts {
+		if c.Kind != models.KindMismatch && differs(c.Kind, c.Action, r.DryRun) {
+			t.DifferingItems += c.N // mismatch items are counted one by one below
+		}
+	}
+	diffs := map[string]*CurrencyAmount{}
+	var last int64
+	for {
+		var batch []models.DriftItem
+		if err := db.WithContext(ctx).Where("run_id = ? AND kind = ? AND id > ?", r.ID, models.KindMismatch, last).
+			Order("id").Limit(5000).Find(&batch).Error; err != nil {
+			return nil, fmt.Errorf("read mismatch items of run %d: %w", r.ID, err)
+		}
+		for _, it := range batch {
+			d := map[string]any{}
+			_ = json.Unmarshal(it.Detail, &d)
+			if mismatchDiffers(it.Action, d, r.DryRun) {
+				t.DifferingItems++
+			}
+			addDiff(diffs, d)
+		}
+		if len(batch) < 5000 {
+			break
+		}
+		last = batch[len(batch)-1].ID
+	}
+	t.AmountDifferences = sortedDiffs(diffs)
+	t.finish()
+	return t, nil
+}
+
+func addDiff(diffs map[string]*CurrencyAmount, d map[string]any) {
+	cur, n, ok := mismatchDiff(d)
+	if !ok || n == 0 {
+		return
+	}
+	a := diffs[cur]
+	if a == nil {
+		a = &CurrencyAmount{Currency: cur}
+		diffs[cur] = a
+	}
+	a.Amount += n
+	a.Items++
+}
+
+func sortedDiffs(diffs map[string]*CurrencyAmount) []CurrencyAmount {
+	out := make([]CurrencyAmount, 0, len(diffs))
+	for _, a := range diffs {
+		out = append(out, *a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Currency < out[j].Currency })
+	return out
+}
+
+// TotalsFromItems fills totals' differences from a hand-built run's items
+// (rows totals as given), for rendering a report not read from a database.
+func TotalsFromItems(r RunReport, rows []CurrencyTotals) *Totals {
+	t := &Totals{Rows: rows, ProviderNote: ProviderNotMeasured}
+	if t.Rows == nil {
+		t.Rows = []CurrencyTotals{}
+	}
+	diffs := map[string]*CurrencyAmount{}
+	for _, it := range r.Items {
+		switch {
+		case it.Kind == models.KindMismatch:
+			if mismatchDiffers(it.Action, it.Detail, r.DryRun) {
+				t.DifferingItems++
+			}
+			addDiff(diffs, it.Detail)
+		case differs(it.Kind, it.Action, r.DryRun):
+			t.DifferingItems++
+		}
+	}
+	t.AmountDifferences = sortedDiffs(diffs)
+	t.finish()
+	return t
+}
+
+// finish sets the flag from the differences.
+func (t *Totals) finish() {
+	t.Flagged = t.DifferingItems > 0 || len(t.AmountDifferences) > 0
+	t.Flag = ""
+	if !t.Flagged {
+		return
+	}
+	var parts []string
+	if t.DifferingItems > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s of this run %s a row whose state or amount differs from the provider's",
+			t.DifferingItems, plural(int(t.DifferingItems), "item", "items"), plural(int(t.DifferingItems), "shows", "show")))
+	}
+	for _, a := range t.AmountDifferences {
+		parts = append(parts, fmt.Sprintf("the provider's amounts minus the rows' are %s over %d mismatched %s",
+			signedMoney(a.Amount, a.Currency), a.Items, plural(int(a.Items), "payment", "payments")))
+	}
+	t.Flag = "The window's totals differ from the provider's: " + strings.Join(parts, "; ") +
+		". The provider's totals were not measured by the run; reconciler verify --all measures them."
+}
+
+// signedMoney is "+1.20 EUR" or "-3 JPY".
+func signedMoney(minor int64, currency string) string {
+	if minor >= 0 {
+		return "+" + money(minor, currency)
+	}
+	return money(minor, currency)
+}
