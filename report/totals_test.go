@@ -20,10 +20,9 @@ import (
 // rows of every state in two currencies, rows outside the window, of
 // another account and of another provider, which the totals leave out.
 type totalsWorld struct {
-	db          *pgtest.DB
-	real, dry   models.Run
-	start, end  time.Time
-	inWindowIDs []string
+	db         *pgtest.DB
+	real, dry  models.Run
+	start, end time.Time
 }
 
 func newTotalsWorld(t *testing.T) totalsWorld {
