@@ -3,12 +3,19 @@
 // is the provider's own current objects, read through a
 // reconcile.CurrentReader; a difference is explained when a drift item
 // says a run saw it and left it for a human (refused, reported or
-// delivered). Verify only reads: it writes nothing anywhere.
+// delivered) — by a reconciliation run, not by an earlier verify.
+//
+// Verify repairs nothing. With Options.Record it leaves an audit trail and
+// nothing else: one reconciliation_runs row (trigger manual, dry run, the
+// window, examined = checked, refused = unexplained payments) and one drift
+// item per unexplained difference (kind conflict, action reported, detail
+// found_by "verify"). It never writes a payment or a webhook event.
 package verify
 
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -75,8 +82,18 @@ type Options struct {
 	// (DefaultSample when 0) drawn uniformly at random with Rand.
 	All    bool
 	Sample int
-	// Rand draws the sample; nil means a source seeded from the clock.
+	// Seed seeds the sample's draw (NewRand), so that the same seed over
+	// the same rows checks the same payments; nil draws one from the
+	// clock. Either way the seed used is in Report.Seed.
+	Seed *uint64
+	// Rand, when set, draws the sample instead (Seed is then ignored and
+	// Report.Seed is nil).
 	Rand *rand.Rand
+	// Record writes the run record and its items (see the package doc).
+	Record bool
+	// Source, when set, is the provider Reader reads through: the run
+	// record takes its mode (reconcile.ModeReporter) and API requests.
+	Source reconcile.Provider
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// PageSize is how many payments are handled at once (default
@@ -94,10 +111,16 @@ type Report struct {
 	// All is true for --all; otherwise Sample is the sample size asked for.
 	All    bool `json:"all"`
 	Sample int  `json:"sample,omitempty"`
-	// InWindow is the number of payments in the window; Checked how many
-	// of them were compared with the provider.
-	InWindow int `json:"in_window"`
-	Checked  int `json:"checked"`
+	// Seed is the sample's seed (null for --all): --seed repeats the draw.
+	Seed *uint64 `json:"seed"`
+	// RunID is the run record verify wrote (0 when it wrote none).
+	RunID int64 `json:"run_id,omitempty"`
+	// InWindow (and Population, the same number under the name a
+	// statistician looks for) is the number of payments in the window;
+	// Checked how many of them were compared with the provider.
+	InWindow   int `json:"in_window"`
+	Population int `json:"population"`
+	Checked    int `json:"checked"`
 	// Differing counts the payments with at least one difference; Explained
 	// those of them that a drift item explains.
 	Differing int `json:"differing"`
@@ -107,6 +130,14 @@ type Report struct {
 	Unexplained []Difference `json:"unexplained"`
 	// ExplainedDifferences lists the differences a drift item explains.
 	ExplainedDifferences []Difference `json:"explained_differences"`
+	// UpperBound, for a sample that found no difference, is the largest
+	// share of the window's payments that may be wrong at 95% confidence
+	// (see UpperBound); null for --all and whenever a difference was found.
+	UpperBound *float64 `json:"upper_bound"`
+	// Statement says it in one sentence (see Statement).
+	Statement string `json:"statement"`
+
+	items []store.Item // the unexplained differences as drift items
 }
 
 // OK reports whether no difference is left unexplained.
@@ -155,9 +186,12 @@ func (o *Options) defaults() {
 	if !o.All && o.Sample == 0 {
 		o.Sample = DefaultSample
 	}
-	if o.Rand == nil {
-		s := uint64(o.Now().UnixNano())
-		o.Rand = rand.New(rand.NewPCG(s, s>>32|1))
+	if o.Rand == nil && !o.All {
+		if o.Seed == nil {
+			s := NewSeed()
+			o.Seed = &s
+		}
+		o.Rand = NewRand(*o.Seed)
 	}
 	if o.PageSize == 0 {
 		o.PageSize = DefaultPageSize
@@ -181,13 +215,90 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	v := &verifier{o: o,
 		rep: Report{Provider: o.Provider, Account: o.Account, Since: o.Since, Until: o.Until, All: o.All, Sample: o.Sample,
 			Unexplained: []Difference{}, ExplainedDifferences: []Difference{}}}
+	if !o.All && o.Seed != nil {
+		s := *o.Seed
+		v.rep.Seed = &s
+	}
+	var run models.Run
+	if o.Record {
+		run = models.Run{Provider: o.Provider, Account: o.Account, WindowStart: o.Since, WindowEnd: o.Until,
+			StartedAt: o.Now().UTC(), Status: models.RunRunning, Trigger: models.TriggerManual, DryRun: true,
+			Notes: models.JSON(`{"command":"verify"}`)}
+		if m, ok := o.Source.(reconcile.ModeReporter); ok {
+			run.Mode = m.Mode()
+		}
+		if err := o.Store.CreateRun(ctx, &run); err != nil {
+			return v.rep, fmt.Errorf("record the verify run: %w", err)
+		}
+		v.rep.RunID = run.ID
+	}
 	var err error
 	if o.All {
 		err = v.all(ctx)
 	} else {
 		err = v.sample(ctx)
 	}
+	v.rep.Population = v.rep.InWindow
+	if err == nil && !o.All && v.rep.Differing == 0 {
+		if b, _, ok := UpperBound(v.rep.Checked, v.rep.Population); ok {
+			v.rep.UpperBound = &b
+		}
+	}
+	v.rep.Statement = Statement(v.rep)
+	if o.Record {
+		if rerr := v.record(ctx, run, err); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
 	return v.rep, err
+}
+
+// NewSeed draws a seed from the clock, small enough to type and to survive
+// a JSON reader that holds numbers as doubles.
+func NewSeed() uint64 { return uint64(time.Now().UnixNano()) % 1_000_000_000 }
+
+// NewRand is the sample's source for seed.
+func NewRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)) }
+
+// record writes what the verification found as a dry run's record: its
+// counters and one drift item per unexplained difference in one
+// transaction, then how it ended (failed with runErr's message, when set).
+func (v *verifier) record(ctx context.Context, run models.Run, runErr error) error {
+	unexplained := int64(v.rep.Differing - v.rep.Explained)
+	if len(v.rep.items) > 0 || v.rep.Checked > 0 {
+		err := v.o.Store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			if len(v.rep.items) > 0 {
+				if err := tx.InsertItems(ctx, run.ID, v.o.Provider, v.rep.items); err != nil {
+					return err
+				}
+			}
+			return tx.AddCounts(ctx, run.ID, store.Progress{Counts: store.Counts{
+				Examined: int64(v.rep.Checked), InSync: int64(v.rep.Checked - v.rep.Differing), Refused: unexplained}})
+		})
+		if err != nil {
+			runErr = cmp.Or(runErr, fmt.Errorf("record the verify run's items: %w", err))
+		}
+	}
+	notes, _ := json.Marshal(map[string]any{"command": "verify", "all": v.rep.All, "sample": v.rep.Sample, "seed": v.rep.Seed,
+		"population": v.rep.Population, "checked": v.rep.Checked, "differing": v.rep.Differing, "explained": v.rep.Explained,
+		"unexplained": unexplained, "upper_bound": v.rep.UpperBound, "statement": v.rep.Statement})
+	end := v.o.Now().UTC()
+	run.Status, run.FinishedAt, run.Notes = models.RunSucceeded, &end, notes
+	if runErr != nil {
+		msg := runErr.Error()
+		run.Status, run.Error = models.RunFailed, &msg
+	}
+	if v.o.Source != nil {
+		run.APIRequests = v.o.Source.Requests()
+	}
+	changed, err := v.o.Store.FinishRun(ctx, run)
+	switch {
+	case err != nil:
+		return fmt.Errorf("record the verify run's end: %w", err)
+	case !changed:
+		return fmt.Errorf("record the verify run's end: run %d is no longer recorded running (another run marked it interrupted)", run.ID)
+	}
+	return runErr
 }
 
 type verifier struct {
@@ -284,6 +395,7 @@ func (v *verifier) check(ctx context.Context, rows []models.Payment) error {
 		byID[c.ProviderID] = c
 	}
 	diffs := map[string][]Difference{}
+	local := map[string]rowAndCurrent{}
 	var differing []string
 	for _, r := range rows {
 		c, ok := byID[r.ProviderID]
@@ -294,6 +406,7 @@ func (v *verifier) check(ctx context.Context, rows []models.Payment) error {
 		if d := Compare(r, c); len(d) > 0 {
 			diffs[r.ProviderID] = d
 			differing = append(differing, r.ProviderID)
+			local[r.ProviderID] = rowAndCurrent{r, c}
 		}
 	}
 	if len(differing) == 0 {
@@ -310,24 +423,65 @@ func (v *verifier) check(ctx context.Context, rows []models.Payment) error {
 			v.rep.ExplainedDifferences = append(v.rep.ExplainedDifferences, diffs[id]...)
 		} else {
 			v.rep.Unexplained = append(v.rep.Unexplained, diffs[id]...)
+			if v.o.Record {
+				for _, d := range diffs[id] {
+					v.rep.items = append(v.rep.items, driftItem(local[id], d))
+				}
+			}
 		}
 	}
 	return nil
 }
 
+type rowAndCurrent struct {
+	row models.Payment
+	cur reconcile.Current
+}
+
+// FoundBy is the detail key (and its value) of the drift items verify
+// records; such items explain no later difference.
+const FoundBy = "verify"
+
+// driftItem is the record of one unexplained difference.
+func driftItem(rc rowAndCurrent, d Difference) store.Item {
+	local := string(rc.row.State)
+	it := store.Item{ProviderID: d.ProviderID, Kind: models.KindConflict, Action: models.ActionReported, LocalState: &local,
+		Detail: map[string]any{"field": d.Field, "local": d.Local, "provider": d.Provider, "found_by": FoundBy,
+			"amount": rc.row.Amount, "currency": rc.row.Currency, "amount_refunded": rc.row.AmountRefunded,
+			"explanation": fmt.Sprintf("Found by verify: %s is %s locally and %s at the provider, and no drift item explains it; nothing was changed.",
+				d.Field, d.Local, d.Provider)}}
+	if rc.cur.Found {
+		ps := describeState(rc.cur)
+		if rc.cur.Unknown {
+			ps = "unknown status " + strconv.Quote(rc.cur.RawStatus)
+		}
+		it.ProviderState = &ps
+	}
+	return it
+}
+
 // explained returns the ids among ids that a drift item explains (any run:
-// the item may predate the window).
+// the item may predate the window). An item an earlier verify recorded
+// explains nothing: it is the difference itself, still unexplained.
 func (v *verifier) explained(ctx context.Context, ids []string) (map[string]bool, error) {
-	var found []string
-	err := v.o.DB.WithContext(ctx).Model(&models.DriftItem{}).
+	var found []models.DriftItem
+	err := v.o.DB.WithContext(ctx).Model(&models.DriftItem{}).Select("provider_id", "detail").
 		Where("provider = ? AND provider_id IN ? AND action IN ?", v.o.Provider, ids, ExplainingActions).
-		Distinct().Pluck("provider_id", &found).Error
+		Find(&found).Error
 	if err != nil {
 		return nil, fmt.Errorf("read drift items: %w", err)
 	}
 	out := make(map[string]bool, len(found))
-	for _, id := range found {
-		out[id] = true
+	for _, it := range found {
+		var d struct {
+			FoundBy string `json:"found_by"`
+		}
+		if len(it.Detail) > 0 {
+			_ = json.Unmarshal(it.Detail, &d)
+		}
+		if d.FoundBy != FoundBy {
+			out[it.ProviderID] = true
+		}
 	}
 	return out, nil
 }

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
-	"strings"
-	"text/tabwriter"
+	"strconv"
 	"time"
 
 	"github.com/reconciler/reconciler/config"
@@ -22,19 +18,6 @@ import (
 // exitDiffers is verify's exit code when a payment differs from the
 // provider and no drift item explains it (DESIGN section 7).
 const exitDiffers = 4
-
-// verifyOutput is what `reconciler verify -o json` prints: one report per
-// provider and account, and the totals.
-type verifyOutput struct {
-	OK          bool            `json:"ok"`
-	Checked     int             `json:"checked"`
-	Differing   int             `json:"differing"`
-	Explained   int             `json:"explained"`
-	Unexplained int             `json:"unexplained"`
-	Reports     []verify.Report `json:"reports"`
-	// Failed names the provider/account pairs that could not be verified.
-	Failed []string `json:"failed,omitempty"`
-}
 
 // cmdVerifyMain runs verify and returns its exit code: 0 nothing
 // unexplained, 4 an unexplained difference, 1 a failure, 2 usage.
@@ -68,10 +51,8 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err := parseFlags(fs, args); err != nil {
 		return false, err
 	}
-	sampleSet := false
-	fs.Visit(func(fl *flag.Flag) { sampleSet = sampleSet || fl.Name == "sample" })
 	switch {
-	case all && sampleSet:
+	case all && given(fs, "sample"):
 		return false, usagef("--sample and --all are mutually exclusive: give one (--all checks every payment of the window)")
 	case sample < 1:
 		return false, usagef("--sample: %d is not a positive number of payments (write e.g. --sample 100, or --all)", sample)
@@ -81,9 +62,16 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err := config.CheckFlagInt("--sample", int64(sample)); err != nil {
 		return false, err
 	}
-	seedN := uint64(time.Now().UnixNano())
-	if _, err := fmt.Sscan(seed, &seedN); seed != "" && err != nil {
-		return false, usagef("--seed: %s is not a non-negative integer (write e.g. --seed 42)", config.Quote(seed))
+	seedN := verify.NewSeed()
+	if seed != "" {
+		n, err := strconv.ParseUint(seed, 10, 64)
+		switch {
+		case all:
+			return false, usagef("--seed repeats a --sample: --all draws nothing (drop --seed, or give --sample N)")
+		case err != nil || n > maxSeed:
+			return false, usagef("--seed: %s is not an integer from 0 to %d (write e.g. --seed 42, the seed a sample printed)", config.Quote(seed), maxSeed)
+		}
+		seedN = n
 	}
 
 	cfg, err := loadConfig(f.config, getenv)
@@ -118,7 +106,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return false, errors.New("the database has no reconciler schema or pending migrations: run reconciler migrate")
 	}
 
-	out := verifyOutput{Reports: []verify.Report{}}
+	out := verify.NewOutput(all, sample, seedN)
 	for i, j := range jobs {
 		name := j.String()
 		jlog := log.With("provider", j.Provider, "account", j.Account)
@@ -132,32 +120,25 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		}
 		jseed := seedN + uint64(i)
 		o := verify.Options{DB: db, Store: st, Provider: j.Provider, Account: j.Account, Reader: reader, Since: since, Until: until,
-			All: all, Rand: rand.New(rand.NewPCG(jseed, jseed^0x9E3779B97F4A7C15))}
+			All: all, Seed: &jseed, Record: true, Source: p}
 		if !all {
 			o.Sample = sample
 		}
 		rep, err := verify.Run(ctx, o)
 		if err != nil {
-			jlog.Error("verify failed", "error", err)
+			jlog.Error("verify failed", "error", err, "run_id", rep.RunID)
 			fmt.Fprintf(stderr, "verify %s: failed after %d checked: %v\n", name, rep.Checked, err)
-			out.Failed = append(out.Failed, name)
+			out.Fail(name)
 			continue
 		}
-		out.Reports = append(out.Reports, rep)
-		out.Checked += rep.Checked
-		out.Differing += rep.Differing
-		out.Explained += rep.Explained
-		out.Unexplained += rep.Differing - rep.Explained
-		fmt.Fprintln(stderr, summaryLine(name, rep, jseed, p.Requests()))
+		out.Add(rep)
+		fmt.Fprintln(stderr, verify.Summary(name, rep, p.Requests()))
 	}
-	out.OK = out.Unexplained == 0 && len(out.Failed) == 0
 	if output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := out.WriteJSON(stdout); err != nil {
 			return false, err
 		}
-	} else if err := writeVerifyTable(stdout, out); err != nil {
+	} else if err := out.WriteTable(stdout, accountName); err != nil {
 		return false, err
 	}
 	if len(out.Failed) > 0 {
@@ -166,42 +147,11 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	return out.Unexplained > 0, nil
 }
 
-// summaryLine is the one line per provider and account verify prints on
-// stderr.
-func summaryLine(name string, r verify.Report, seed uint64, requests int64) string {
-	what := fmt.Sprintf("all %d in window", r.InWindow)
-	if !r.All {
-		what = fmt.Sprintf("sample %d of %d in window, seed %d", r.Sample, r.InWindow, seed)
-	}
-	return fmt.Sprintf("verify %s: %d checked, %d differing, %d explained, %d unexplained (%s; window %s to %s; %d requests)",
-		name, r.Checked, r.Differing, r.Explained, r.Differing-r.Explained, what,
-		r.Since.Format(time.RFC3339), r.Until.Format(time.RFC3339), requests)
-}
+// maxSeed is the largest --seed: a JSON reader holding numbers as doubles
+// reads it back exactly.
+const maxSeed = 1<<53 - 1
 
-// writeVerifyTable prints each unexplained difference, one a line, under a
-// header, as kubectl does; nothing when there is none.
-func writeVerifyTable(w io.Writer, out verifyOutput) error {
-	n := 0
-	for _, r := range out.Reports {
-		n += len(r.Unexplained)
-	}
-	if n == 0 {
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROVIDER\tACCOUNT\tPROVIDER_ID\tFIELD\tLOCAL\tAT_PROVIDER")
-	for _, r := range out.Reports {
-		for _, d := range r.Unexplained {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Provider, runner.Job{Provider: r.Provider, Account: r.Account}.AccountName(), d.ProviderID, d.Field, cell(d.Local), cell(d.Provider))
-		}
-	}
-	return tw.Flush()
-}
-
-// cell keeps a value on one table line.
-func cell(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return strings.Join(strings.Fields(s), " ")
+// accountName is a report's ACCOUNT column.
+func accountName(r verify.Report) string {
+	return runner.Job{Provider: r.Provider, Account: r.Account}.AccountName()
 }
