@@ -36,6 +36,13 @@ type Options struct {
 	Window       time.Duration // default 24h
 	Overlap      time.Duration // default 1h; applies to default windows only
 
+	// Mode is how the window is read: ModeAuto (the default) reads the
+	// event log and lists objects for the part of the window older than
+	// it, ModeListing lists objects for the whole window, ModeEvents reads
+	// the event log only (a window older than it is clamped). Listing needs
+	// a provider that implements ObjectLister.
+	Mode string
+
 	DryRun      bool
 	Trigger     string // models.Trigger*; default manual
 	TriggeredBy string
@@ -102,6 +109,9 @@ func (o *Options) defaults() {
 	}
 	if o.Trigger == "" {
 		o.Trigger = models.TriggerManual
+	}
+	if o.Mode == "" {
+		o.Mode = ModeAuto
 	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = DefaultBatchSize
@@ -302,10 +312,15 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 		run.Error = &msg
 	}
 	run.APIRequests = o.Provider.Requests()
-	if e.stuckChecked > 0 {
+	if e.stuckChecked > 0 || e.listRequests > 0 {
 		notes := map[string]any{}
 		_ = json.Unmarshal(run.Notes, &notes)
-		notes["stuck_checked"], notes["stuck_api_requests"] = e.stuckChecked, e.stuckRequests
+		if e.stuckChecked > 0 {
+			notes["stuck_checked"], notes["stuck_api_requests"] = e.stuckChecked, e.stuckRequests
+		}
+		if l, ok := notes["listing"].(map[string]any); ok && e.listRequests > 0 {
+			l["api_requests"] = e.listRequests
+		}
 		run.Notes, _ = json.Marshal(notes)
 	}
 	res := Result{Run: *run, DBRoundTrips: h.trips.Load(), Drift: map[DriftKey]int64{}}
@@ -359,6 +374,9 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 
 type window struct {
 	since, until time.Time
+	// listUntil, when after since, ends the part [since, listUntil) read
+	// by listing objects (path 3); the event log is read from listUntil.
+	listUntil time.Time
 	// after and afterAt resume the read after a crashed run's last
 	// committed event.
 	after   string
@@ -418,18 +436,43 @@ func planWindow(ctx context.Context, o Options, now time.Time) (window, map[stri
 	if !since.Before(until) {
 		return window{}, nil, fmt.Errorf("%w: empty window: since %s is not before until %s", ErrBadWindow, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
 	}
-	if h := o.Provider.Horizon(now); !h.IsZero() && since.Before(h) {
-		if !until.After(h) {
-			// Clamping would invert the window: nothing of it is in the
-			// provider's log any more.
-			return window{}, nil, fmt.Errorf("%w: the window [%s, %s) lies wholly before the provider's event log begins (%s)",
-				ErrBadWindow, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339), h.UTC().Format(time.RFC3339))
-		}
+	_, canList := o.Provider.(ObjectLister)
+	var listUntil time.Time
+	switch h := o.Provider.Horizon(now); {
+	case o.Mode != ModeAuto && o.Mode != ModeListing && o.Mode != ModeEvents:
+		return window{}, nil, fmt.Errorf("%w: mode %q is not one of %s, %s, %s", ErrBadWindow, o.Mode, ModeAuto, ModeListing, ModeEvents)
+	case o.Mode == ModeListing && !canList:
+		return window{}, nil, fmt.Errorf("%w: mode %s: provider %s cannot list its objects", ErrBadWindow, ModeListing, provider)
+	case o.Mode == ModeListing:
+		listUntil = until
+		notes["listing"] = map[string]any{"since": since.UTC().Format(time.RFC3339), "until": until.UTC().Format(time.RFC3339),
+			"reason": "mode listing: the whole window was read by listing the provider's objects"}
+	case h.IsZero() || !since.Before(h):
+	case canList && o.Mode == ModeAuto:
+		// Path 3: the part of the window the event log no longer holds is
+		// read by listing objects, the rest from the log.
+		listUntil = minTime(h, until).UTC()
+		notes["listing"] = map[string]any{"since": since.UTC().Format(time.RFC3339), "until": listUntil.Format(time.RFC3339),
+			"reason": fmt.Sprintf("older than the provider's event log, which begins at %s", h.UTC().Format(time.RFC3339))}
+	case !until.After(h):
+		// Clamping would invert the window: nothing of it is in the
+		// provider's log any more.
+		return window{}, nil, fmt.Errorf("%w: the window [%s, %s) lies wholly before the provider's event log begins (%s)",
+			ErrBadWindow, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339), h.UTC().Format(time.RFC3339))
+	default:
 		notes["clamped_from"] = since.UTC().Format(time.RFC3339)
-		notes["warning"] = "the window starts before the provider's event retention; changes older than the horizon were not read (object listing is not implemented yet)"
+		notes["warning"] = "the window starts before the provider's event retention; changes older than the horizon were not read"
+		if !canList {
+			notes["warning"] = notes["warning"].(string) + " (this provider cannot list its objects)"
+		} else {
+			notes["warning"] = notes["warning"].(string) + " (mode events; mode auto lists objects for that part)"
+		}
 		since = h
 	}
-	w := window{since: since.UTC(), until: until.UTC()}
+	if listUntil.Before(until) && !listUntil.IsZero() {
+		notes["events"] = map[string]any{"since": listUntil.UTC().Format(time.RFC3339), "until": until.UTC().Format(time.RFC3339)}
+	}
+	w := window{since: since.UTC(), until: until.UTC(), listUntil: listUntil.UTC()}
 	if !o.DryRun && !o.SkipLock {
 		// Resume after a crash: the last run of this account did not
 		// succeed but committed batches up to a cursor inside this window.
@@ -439,11 +482,18 @@ func planWindow(ctx context.Context, o Options, now time.Time) (window, map[stri
 			return window{}, nil, fmt.Errorf("read the last run: %w", err)
 		}
 		if ok && prev.Status != models.RunSucceeded && prev.ProgressCursor != nil && prev.ProgressAt != nil &&
-			!prev.WindowStart.After(w.since) && !prev.ProgressAt.Before(w.since) && prev.ProgressAt.Before(w.until) {
+			!prev.WindowStart.After(w.since) && !prev.ProgressAt.Before(w.since) && prev.ProgressAt.Before(w.until) &&
+			!prev.ProgressAt.Before(w.listUntil) {
+			// (A cursor is an event's: the listed part before the log, read
+			// again whole, is skipped only when the cursor lies after it; a
+			// cursor the horizon has since passed is not resumed.)
 			w.after, w.afterAt = *prev.ProgressCursor, prev.ProgressAt.UTC()
 			notes["resumed_from_run"] = prev.ID
 			notes["resumed_after_event"] = w.after
 			notes["resumed_at"] = w.afterAt.Format(time.RFC3339Nano)
+			if l, ok := notes["listing"].(map[string]any); ok {
+				l["skipped"] = fmt.Sprintf("run %d listed it before it was interrupted", prev.ID)
+			}
 		}
 	}
 	return w, notes, nil
@@ -469,6 +519,8 @@ type engine struct {
 	// a row: fetched by id at the window's end.
 	pending map[string]bool
 	drifted int64 // payments with items
+	// listRequests are the requests the listed part cost.
+	listRequests int64
 	// stuckChecked and stuckRequests are what the stuck-payment path
 	// re-fetched and the requests it cost (bounded by StuckLimit).
 	stuckChecked, stuckRequests int64
@@ -610,7 +662,7 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	}()
 	var pending Page
 	ids := map[string]bool{}
-	err := e.o.Provider.ListChanges(rctx, ListParams{Account: e.o.Account, Since: w.since, Until: w.until, After: w.after, AfterAt: w.afterAt}, func(p Page) error {
+	add := func(p Page) error {
 		// A provider listing a fact after the window it was asked for is
 		// broken: applying it would stamp rows with a future time that
 		// refuses every real fact until then.
@@ -639,7 +691,22 @@ func (e *engine) stream(ctx context.Context, w window) error {
 		}
 		pending, ids = Page{}, map[string]bool{}
 		return rctx.Err()
-	})
+	}
+	var err error
+	eventsSince := w.since
+	if w.listUntil.After(w.since) {
+		eventsSince = w.listUntil
+		if w.after == "" {
+			// Path 3 first: the listed part's facts are older than the log's.
+			e.log.Info("listing objects", "since", w.since, "until", w.listUntil)
+			before := e.o.Provider.Requests()
+			err = e.o.Provider.(ObjectLister).ListObjects(rctx, ListParams{Account: e.o.Account, Since: w.since, Until: w.listUntil}, add)
+			e.listRequests = e.o.Provider.Requests() - before
+		}
+	}
+	if err == nil && w.until.After(eventsSince) {
+		err = e.o.Provider.ListChanges(rctx, ListParams{Account: e.o.Account, Since: eventsSince, Until: w.until, After: w.after, AfterAt: w.afterAt}, add)
+	}
 	// Whatever was read is finished even when the read was cut short: each
 	// batch is ordered and guarded, so a partial window is safe to write.
 	if len(pending.Events) > 0 || len(pending.Changes) > 0 {
@@ -683,6 +750,13 @@ func (e *engine) stuck(ctx context.Context, now time.Time) error {
 		err = e.st.MarkChecked(ctx, e.provider, e.o.Account, ids, now)
 	}
 	return err
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func orNone(s string) string {

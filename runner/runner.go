@@ -57,6 +57,9 @@ type Request struct {
 	// the engine's defaults (reconcile.Options).
 	Since, Until time.Time
 	DryRun       bool
+	// Mode is how the window is read (reconcile.ModeAuto, ModeListing,
+	// ModeEvents); "" is auto.
+	Mode string
 	// Trigger (models.Trigger*) and TriggeredBy are recorded on the run.
 	Trigger, TriggeredBy string
 	// Progress, when set, is called after every batch.
@@ -127,7 +130,7 @@ func (s *Service) Start(ctx context.Context, req Request) (*Run, error) {
 	}
 	o := engineOptions(s.Config, p)
 	o.Store, o.DB, o.Clock, o.Logger = s.Store, s.DB, s.Clock, s.logger()
-	o.Account, o.Since, o.Until, o.DryRun = req.Account, req.Since, req.Until, req.DryRun
+	o.Account, o.Since, o.Until, o.DryRun, o.Mode = req.Account, req.Since, req.Until, req.DryRun, req.Mode
 	o.Trigger, o.TriggeredBy, o.Progress = req.Trigger, req.TriggeredBy, req.Progress
 	h, err := reconcile.Start(ctx, o)
 	if err != nil {

@@ -41,7 +41,7 @@ const usage = `reconciler: make payment webhooks trustworthy.
 
 Usage:
   reconciler run     [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
-                     [--window DUR] [--dry-run] [--report FILE] [--format json|csv|md|html|text]
+                     [--window DUR] [--mode auto|listing|events] [--dry-run] [--report FILE] [--format json|csv|md|html|text]
   reconciler migrate [--config FILE]
   reconciler serve   [--config FILE]        long-running: cron schedule, HTTP API, metrics
   reconciler report  (--run ID | --last | --history N) [--format json|csv|md|html|text] [--output FILE]

@@ -18,7 +18,7 @@ import (
 
 type runFlags struct {
 	config, since, until, window, reportFile, format, trigger, lockWait string
-	accountsFrom, shard                                                 string
+	accountsFrom, shard, mode                                           string
 	providers, accounts                                                 multiFlag
 	dryRun, noMigrate                                                   bool
 	batchSize, concurrency                                              int
@@ -33,6 +33,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	fs.StringVar(&f.since, "since", "", "window start, RFC 3339 or date (default: until - window - overlap, or the last checkpoint)")
 	fs.StringVar(&f.until, "until", "", "window end, exclusive (default: now)")
 	fs.StringVar(&f.window, "window", "", "window length when --since is not given (default from config: 24h)")
+	fs.StringVar(&f.mode, "mode", reconcile.ModeAuto, "how the window is read: auto (the event log, and object listing for any part older than it), listing (object listing only) or events (the event log only)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report, but write only the run and its drift items")
 	fs.StringVar(&f.reportFile, "report", "", "write the report to this file (default: stdout)")
 	fs.StringVar(&f.format, "format", "md", "report format: json, csv, md, html or text")
@@ -68,6 +69,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 	if !report.ValidFormat(f.format) {
 		return usagef("--format: unknown format %s (use json, csv, md, html or text)", config.Quote(f.format))
+	}
+	switch f.mode {
+	case reconcile.ModeAuto, reconcile.ModeListing, reconcile.ModeEvents:
+	default:
+		return usagef("--mode: unknown mode %s (use auto, listing or events)", config.Quote(f.mode))
 	}
 	switch f.trigger {
 	case models.TriggerManual, models.TriggerSchedule, models.TriggerAPI:
@@ -142,7 +148,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 
 	m := metrics.New()
 	svc.DB, svc.Store, svc.Hooks = db, st, runner.Observe(m, runner.Notifier(cfg, db, st, m, log))
-	req := runner.Request{Since: since, Until: until, DryRun: f.dryRun, Trigger: f.trigger, TriggeredBy: triggeredBy(getenv)}
+	req := runner.Request{Since: since, Until: until, DryRun: f.dryRun, Mode: f.mode, Trigger: f.trigger, TriggeredBy: triggeredBy(getenv)}
 	if isTerminal(stderr) {
 		req.Progress = runner.ProgressLine(stderr) // live progress on a terminal only
 	}
