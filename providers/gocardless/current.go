@@ -76,20 +76,31 @@ func (v *Verifier) Current(ctx context.Context, cp reconcile.CurrentParams) ([]r
 		if pm.ID != id {
 			return nil, fmt.Errorf("get gocardless payment %s: the answer is for %q", id, pm.ID)
 		}
-		c := currentOf(pm)
-		if err := v.retrying(ctx, pm, &c); err != nil {
+		c, err := v.current(ctx, pm)
+		if err != nil {
 			return nil, err
-		}
-		if c.PayoutID != "" {
-			st, err := v.payoutStatus(ctx, c.PayoutID)
-			if err != nil {
-				return nil, err
-			}
-			c.PayoutStatus = st
 		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// current is the Current of a payment read from GoCardless: its status
+// mapped (currentOf), corrected for a failure GoCardless will retry, and
+// its payout's status.
+func (v *Verifier) current(ctx context.Context, pm currentPayment) (reconcile.Current, error) {
+	c := currentOf(pm)
+	if err := v.retrying(ctx, pm, &c); err != nil {
+		return reconcile.Current{}, err
+	}
+	if c.PayoutID != "" {
+		st, err := v.payoutStatus(ctx, c.PayoutID)
+		if err != nil {
+			return reconcile.Current{}, err
+		}
+		c.PayoutStatus = st
+	}
+	return c, nil
 }
 
 // currentOf maps a payment as GoCardless shows it now (DESIGN section 4):

@@ -470,23 +470,13 @@ func after(ev reconcile.Event, at time.Time, id string) bool {
 func (p *Provider) Fetch(ctx context.Context, fp reconcile.FetchParams) ([]reconcile.Change, error) {
 	var out []reconcile.Change
 	for _, id := range fp.ProviderIDs {
-		var r struct {
-			Payments json.RawMessage `json:"payments"`
-		}
-		if err := p.get(ctx, "/payments/"+url.PathEscape(id), nil, &r); err != nil {
-			var ae *APIError
-			if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-				p.log.Warn("payment not found at gocardless", "provider_id", id)
-				continue
-			}
+		pm, raw, found, err := p.getPayment(ctx, id)
+		if err != nil {
 			return out, err
 		}
-		var pm Payment
-		if err := json.Unmarshal(r.Payments, &pm); err != nil {
-			return out, fmt.Errorf("decode gocardless payment %s: %w", id, err)
-		}
-		if pm.ID != id {
-			return out, fmt.Errorf("get gocardless payment %s: the answer is for %q", id, pm.ID)
+		if !found {
+			p.log.Warn("payment not found at gocardless", "provider_id", id)
+			continue
 		}
 		// The payment's own events date each state (the charge date is a
 		// day, earlier than the confirmation or payout it stands for), and
@@ -509,9 +499,32 @@ func (p *Provider) Fetch(ctx context.Context, fp reconcile.FetchParams) ([]recon
 				return out, err
 			}
 		}
-		out = append(out, fetchedChanges(pm, r.Payments, evs, refunds))
+		out = append(out, fetchedChanges(pm, raw, evs, refunds))
 	}
 	return out, nil
+}
+
+// getPayment reads one payment (GET /payments/{id}) and its JSON; found is
+// false when GoCardless does not know it (404). An answer for another
+// payment is an error.
+func (p *Provider) getPayment(ctx context.Context, id string) (pm Payment, raw json.RawMessage, found bool, err error) {
+	var r struct {
+		Payments json.RawMessage `json:"payments"`
+	}
+	if err := p.get(ctx, "/payments/"+url.PathEscape(id), nil, &r); err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			return Payment{}, nil, false, nil
+		}
+		return Payment{}, nil, false, err
+	}
+	if err := json.Unmarshal(r.Payments, &pm); err != nil {
+		return Payment{}, nil, false, fmt.Errorf("decode gocardless payment %s: %w", id, err)
+	}
+	if pm.ID != id {
+		return Payment{}, nil, false, fmt.Errorf("get gocardless payment %s: the answer is for %q", id, pm.ID)
+	}
+	return pm, r.Payments, true, nil
 }
 
 // paymentEvents lists the payment's events (GET /events?payment=, which

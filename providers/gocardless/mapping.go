@@ -293,7 +293,13 @@ func fetchedChanges(pm Payment, raw json.RawMessage, evs []Event, refunds []Refu
 		}
 		c.RefundNote = refundMeaning
 	}
+	return stamped(c)
+}
+
+// stamped gives a change found without an event (its State set) the
+// deterministic event id and type of DESIGN section 5.
+func stamped(c reconcile.Change) reconcile.Change {
 	c.EventType = "reconciler.payment." + string(c.State)
-	c.EventID = reconcile.SyntheticEventID(pm.ID, c.State, c.At)
+	c.EventID = reconcile.SyntheticEventID(c.ProviderID, c.State, c.At)
 	return c
 }
