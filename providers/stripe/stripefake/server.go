@@ -176,6 +176,7 @@ func (s *Server) route(method, path string) route {
 	case "account":
 		list = getAccount // accounts.go: GET /v1/account
 	}
+	list = listExpansions(parts[1], list) // listing.go: data.payment_intent on refunds and disputes
 	base := "/v1/" + parts[1]
 	switch {
 	case len(parts) == 2 && list != nil:
