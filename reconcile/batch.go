@@ -244,6 +244,7 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 // the states the log showed each payment, which payments it carries, which
 // wait for their fetch by id, and the run's totals.
 func (e *engine) committed(b *batch) {
+	e.count(b)
 	for id, cr := range b.next {
 		h := idHash(id)
 		if prev := b.prev[id]; prev != nil && prev.drifted {

@@ -92,6 +92,10 @@ type Result struct {
 	DBRoundTrips int64
 	// Drift counts the run's drift items by kind and action.
 	Drift map[DriftKey]int64
+	// Totals are the window's money per currency as the provider's facts
+	// and the rows have it, over the payments the run examined (also in
+	// the run's notes, "totals").
+	Totals []CurrencyTotals
 	// LastSuccess is when the last succeeded (non-dry) run of this provider
 	// and account finished, this one included; zero when none has.
 	LastSuccess time.Time
@@ -262,7 +266,7 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	ctx = store.CountTrips(ctx, &h.trips)
 	o, run, log := h.o, &h.run, h.log
 	e := &engine{o: o, st: h.st, lock: h.lock, ap: h.ap, clock: o.Clock, provider: run.Provider, run: run, log: log, start: h.start,
-		seen: map[uint64]uint16{}, pending: map[string]bool{}}
+		seen: map[uint64]uint16{}, pending: map[string]bool{}, tot: newTotals(h.w.since, h.w.until), totDiff: map[uint64]Local{}}
 	runErr := e.stream(ctx, h.w)
 	if runErr == nil {
 		runErr = e.windowEnd(ctx, h.w)
@@ -312,9 +316,10 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 		run.Error = &msg
 	}
 	run.APIRequests = o.Provider.Requests()
-	if e.stuckChecked > 0 || e.listRequests > 0 {
+	{
 		notes := map[string]any{}
 		_ = json.Unmarshal(run.Notes, &notes)
+		notes["totals"] = map[string]any{"scope": TotalsScope, "currencies": e.tot.Sorted()}
 		if e.stuckChecked > 0 {
 			notes["stuck_checked"], notes["stuck_api_requests"] = e.stuckChecked, e.stuckRequests
 		}
@@ -323,7 +328,7 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 		}
 		run.Notes, _ = json.Marshal(notes)
 	}
-	res := Result{Run: *run, DBRoundTrips: h.trips.Load(), Drift: map[DriftKey]int64{}}
+	res := Result{Run: *run, DBRoundTrips: h.trips.Load(), Drift: map[DriftKey]int64{}, Totals: e.tot.Sorted()}
 	drift, err := h.st.DriftCounts(wctx, run.ID)
 	if err != nil {
 		runErr = errors.Join(runErr, err)
@@ -519,6 +524,11 @@ type engine struct {
 	// a row: fetched by id at the window's end.
 	pending map[string]bool
 	drifted int64 // payments with items
+	// tot is the window's money, both sides, over the payments examined.
+	tot *totals
+	// totDiff holds the provider's side of each payment whose money
+	// differs from its row's, so that deciding it again replaces it.
+	totDiff map[uint64]Local
 	// listRequests are the requests the listed part cost.
 	listRequests int64
 	// stuckChecked and stuckRequests are what the stuck-payment path

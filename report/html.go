@@ -142,7 +142,7 @@ type htmlTotals struct {
 }
 
 type htmlCurrency struct {
-	Currency, Captured, Refunded, Disputed, Settled string
+	Currency, Side, Captured, Refunded, Disputed, Settled string
 	Payments                                        int64
 }
 
@@ -150,10 +150,17 @@ func totalsView(t *Totals) *htmlTotals {
 	if t == nil {
 		return nil
 	}
-	v := &htmlTotals{Flag: t.Flag, Scope: RowsScope, ProviderNote: t.ProviderNote}
-	for _, c := range t.Rows {
-		v.Rows = append(v.Rows, htmlCurrency{Currency: strings.ToUpper(c.Currency), Payments: c.Payments, Captured: money(c.Captured, c.Currency),
-			Refunded: money(c.Refunded, c.Currency), Disputed: money(c.Disputed, c.Currency), Settled: money(c.Settled, c.Currency)})
+	v := &htmlTotals{Flag: t.Flag, Scope: t.Scope, ProviderNote: t.ProviderNote}
+	if t.Measured {
+		v.ProviderNote = ""
+	}
+	for _, c := range t.Lines() {
+		m := money
+		if c.Side == "difference" {
+			m = signedMoney
+		}
+		v.Rows = append(v.Rows, htmlCurrency{Currency: strings.ToUpper(c.Currency), Side: sideLabel(c.Side), Payments: c.Payments, Captured: m(c.Captured, c.Currency),
+			Refunded: m(c.Refunded, c.Currency), Disputed: m(c.Disputed, c.Currency), Settled: m(c.Settled, c.Currency)})
 	}
 	return v
 }
@@ -856,14 +863,14 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 {{template "facts" .}}
 {{- with .Totals}}
 <h3>Money in the window</h3>
-<p class="muted">As the rows have it: {{.Scope}}.</p>
+<p class="muted">{{.Scope}}.</p>
 {{- if .Rows}}
 <div class="table-wrap">
 <table class="totals">
-<thead><tr><th scope="col">currency</th><th scope="col" class="num">payments</th><th scope="col" class="num">captured</th><th scope="col" class="num">refunded</th><th scope="col" class="num">disputed</th><th scope="col" class="num">settled</th></tr></thead>
+<thead><tr><th scope="col">currency</th><th scope="col">as</th><th scope="col" class="num">payments</th><th scope="col" class="num">captured</th><th scope="col" class="num">refunded</th><th scope="col" class="num">disputed</th><th scope="col" class="num">settled</th></tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr><td>{{.Currency}}</td><td class="num">{{.Payments}}</td><td class="num">{{.Captured}}</td><td class="num">{{.Refunded}}</td><td class="num">{{.Disputed}}</td><td class="num">{{.Settled}}</td></tr>
+<tr><td>{{.Currency}}</td><td>{{.Side}}</td><td class="num">{{.Payments}}</td><td class="num">{{.Captured}}</td><td class="num">{{.Refunded}}</td><td class="num">{{.Disputed}}</td><td class="num">{{.Settled}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -871,7 +878,9 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 {{- else}}
 <p class="empty">No payments in the window.</p>
 {{- end}}
+{{- if .ProviderNote}}
 <p><strong>As the provider has it:</strong> {{.ProviderNote}}.</p>
+{{- end}}
 {{- end}}
 {{- if .Items}}
 {{- if .NeedHuman}}

@@ -500,21 +500,38 @@ func writeCSVTotals(cw *csv.Writer, r RunReport) {
 	if t == nil {
 		return
 	}
-	row := func(kind, amount, currency, explanation string) {
-		_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, "", kind, "", fmt.Sprint(t.Flagged), "", "",
-			amount, currency, "", "", "false", explanation, "", fmt.Sprint(r.DryRun)})
-	}
 	if t.Flagged {
-		row(CSVTotalKinds[0], "", "", t.Flag)
+		_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, "", CSVTotalKinds[0], "", "true", "", "",
+			"", "", "", "", "false", t.Flag, "", fmt.Sprint(r.DryRun)})
 	}
-	for _, c := range t.Rows {
+	for _, c := range t.Lines() {
 		cur := strings.ToUpper(c.Currency)
+		side := c.Side
+		if side == "" {
+			side = "rows"
+		}
 		for i, v := range []int64{c.Captured, c.Refunded, c.Disputed, c.Settled} {
 			kind := CSVTotalKinds[i+1]
-			row(kind, MajorUnits(v, c.Currency), cur, fmt.Sprintf("%s as the rows have it (%d %s payments in the window); as the provider has it: %s.",
-				strings.ReplaceAll(kind, "_", " "), c.Payments, cur, t.ProviderNote))
+			expl := fmt.Sprintf("%s as the %s have it (%d %s payments); as the provider has it: %s.",
+				strings.ReplaceAll(kind, "_", " "), side, c.Payments, cur, t.ProviderNote)
+			if t.Measured {
+				expl = fmt.Sprintf("%s, %s (%d %s payments: %s).", strings.ReplaceAll(kind, "_", " "), sideLabel(side), c.Payments, cur, t.Scope)
+			}
+			_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, "", kind, side, fmt.Sprint(t.Flagged), "", "",
+				MajorUnits(v, c.Currency), cur, "", "", "false", expl, "", fmt.Sprint(r.DryRun)})
 		}
 	}
+}
+
+// sideLabel says what a totals line is.
+func sideLabel(side string) string {
+	switch side {
+	case "provider":
+		return "as the provider has it"
+	case "difference":
+		return "the provider's minus the rows'"
+	}
+	return "as the rows have it"
 }
 
 func renderMD(out io.Writer, rep Report) error {
@@ -597,18 +614,28 @@ func mdTotals(w io.Writer, t *Totals) {
 	if t.Flagged {
 		fmt.Fprintf(w, "**%s**\n\n", mdCell(t.Flag))
 	}
-	fmt.Fprintf(w, "Money in the window, as the rows have it (%s):\n\n", RowsScope)
+	if t.Measured {
+		fmt.Fprintf(w, "Money in the window (%s):\n\n", mdCell(t.Scope))
+	} else {
+		fmt.Fprintf(w, "Money in the window, as the rows have it (%s):\n\n", RowsScope)
+	}
 	if len(t.Rows) == 0 {
 		fmt.Fprint(w, "No payments in the window.\n\n")
 	} else {
-		fmt.Fprint(w, "| currency | payments | captured | refunded | disputed | settled |\n|---|---:|---:|---:|---:|---:|\n")
-		for _, c := range t.Rows {
-			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", mdCell(strings.ToUpper(c.Currency)), c.Payments, mdCell(money(c.Captured, c.Currency)),
-				mdCell(money(c.Refunded, c.Currency)), mdCell(money(c.Disputed, c.Currency)), mdCell(money(c.Settled, c.Currency)))
+		fmt.Fprint(w, "| currency | as | payments | captured | refunded | disputed | settled |\n|---|---|---:|---:|---:|---:|---:|\n")
+		for _, c := range t.Lines() {
+			m := money
+			if c.Side == "difference" {
+				m = signedMoney
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s |\n", mdCell(strings.ToUpper(c.Currency)), sideLabel(c.Side), c.Payments, mdCell(m(c.Captured, c.Currency)),
+				mdCell(m(c.Refunded, c.Currency)), mdCell(m(c.Disputed, c.Currency)), mdCell(m(c.Settled, c.Currency)))
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "As the provider has it: %s.\n\n", mdCell(t.ProviderNote))
+	if !t.Measured {
+		fmt.Fprintf(w, "As the provider has it: %s.\n\n", mdCell(t.ProviderNote))
+	}
 }
 
 // stickyWriter keeps the first write error, so that a renderer of many

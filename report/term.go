@@ -228,17 +228,28 @@ func (t *textWriter) totals(tt *Totals) {
 		}
 		t.printf("\n")
 	}
-	t.printf("  %s\n", t.bold("Money in the window, as the rows have it:"))
+	title := "Money in the window, as the rows have it:"
+	if tt.Measured {
+		title = "Money in the window:"
+	}
+	t.printf("  %s\n", t.bold(title))
 	if len(tt.Rows) == 0 {
 		t.printf("    no payments in the window\n")
 	} else {
-		rows := [][]string{{"CURRENCY", "PAYMENTS", "CAPTURED", "REFUNDED", "DISPUTED", "SETTLED"}}
-		for _, c := range tt.Rows {
+		rows := [][]string{{"CURRENCY", "AS", "PAYMENTS", "CAPTURED", "REFUNDED", "DISPUTED", "SETTLED"}}
+		for _, c := range tt.Lines() {
 			cur := plain(c.Currency)
-			rows = append(rows, []string{strings.ToUpper(cur), Thousands(c.Payments), money(c.Captured, cur), money(c.Refunded, cur),
-				money(c.Disputed, cur), money(c.Settled, cur)})
+			m, side := money, c.Side
+			switch side {
+			case "difference":
+				m, side = signedMoney, "provider-rows"
+			case "":
+				side = "rows"
+			}
+			rows = append(rows, []string{strings.ToUpper(cur), side, Thousands(c.Payments), m(c.Captured, cur), m(c.Refunded, cur),
+				m(c.Disputed, cur), m(c.Settled, cur)})
 		}
-		width := make([]int, 6)
+		width := make([]int, 7)
 		for _, r := range rows {
 			for i, c := range r {
 				width[i] = max(width[i], utf8.RuneCountInString(c))
@@ -249,7 +260,10 @@ func (t *textWriter) totals(tt *Totals) {
 			b.WriteString("    ")
 			for j, c := range r {
 				pad := strings.Repeat(" ", width[j]-utf8.RuneCountInString(c))
-				if j == 0 {
+				if j <= 1 {
+					if j == 1 {
+						b.WriteString("  ")
+					}
 					b.WriteString(c + pad)
 				} else {
 					b.WriteString("  " + pad + c)
@@ -262,11 +276,13 @@ func (t *textWriter) totals(tt *Totals) {
 			t.printf("%s\n", line)
 		}
 	}
-	for _, l := range Wrap("rows: "+RowsScope+".", TextWidth-6, 0) {
+	for _, l := range Wrap(plain(tt.Scope)+".", TextWidth-6, 0) {
 		t.printf("    %s\n", t.dim(l))
 	}
-	for _, l := range Wrap("As the provider has it: "+plain(tt.ProviderNote)+".", TextWidth-4, 0) {
-		t.printf("  %s\n", l)
+	if !tt.Measured {
+		for _, l := range Wrap("As the provider has it: "+plain(tt.ProviderNote)+".", TextWidth-4, 0) {
+			t.printf("  %s\n", l)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/store"
 )
 
@@ -28,9 +29,17 @@ type Totals struct {
 	// the run ended: later changes to those rows show.
 	Rows       []CurrencyTotals `json:"rows"`
 	RowsReadAt *time.Time       `json:"rows_read_at"`
-	// Provider is always null for a run: see ProviderNote.
+	// Provider is the provider's side, per currency, when the run measured
+	// it (runs since object listing: their notes carry "totals"); null for
+	// an older run, and ProviderNote says so. Difference is provider minus
+	// rows, per currency, when Provider is measured.
 	Provider     []CurrencyTotals `json:"provider"`
+	Difference   []CurrencyTotals `json:"difference"`
 	ProviderNote string           `json:"provider_note"`
+	// Measured says both sides were measured by the run over the same
+	// payments (Scope says which).
+	Measured bool   `json:"measured"`
+	Scope    string `json:"scope"`
 	// DifferingItems counts the run's items saying a row's state or amount
 	// differs from the provider's: those needing a human (except open
 	// disputes), and in a dry run those it would repair.
@@ -48,6 +57,8 @@ type Totals struct {
 // CurrencyTotals are one currency's totals, in minor units.
 type CurrencyTotals struct {
 	Currency string `json:"currency"`
+	// Side is "rows", "provider" or "difference" (provider minus rows).
+	Side     string `json:"side,omitempty"`
 	Payments int64  `json:"payments"`
 	// Captured sums amount_captured (else amount) of rows at captured or
 	// beyond (captured, settled, refunded, chargeback).
@@ -153,6 +164,13 @@ func mismatchDiff(d map[string]any) (string, int64, bool) {
 // mismatch items are read a page at a time.
 func LoadTotals(ctx context.Context, db *gorm.DB, r models.Run) (*Totals, error) {
 	st := dbopen.Store(db, nil)
+	if t, ok := measuredTotals(r); ok {
+		if err := t.countItems(ctx, db, st, r); err != nil {
+			return nil, err
+		}
+		t.finish()
+		return t, nil
+	}
 	start, end := r.WindowStart.UTC(), r.WindowEnd.UTC()
 	acc := map[string]*CurrencyTotals{}
 	q := store.PaymentQuery{Provider: r.Provider, Account: r.Account, Since: start, Until: end, Limit: 5000}
@@ -170,10 +188,63 @@ func LoadTotals(ctx context.Context, db *gorm.DB, r models.Run) (*Totals, error)
 		q.AfterID = page[len(page)-1].ID
 	}
 	now := time.Now().UTC()
-	t := &Totals{Rows: sortedTotals(acc), RowsReadAt: &now, ProviderNote: ProviderNotMeasured}
+	t := &Totals{Rows: sortedTotals(acc), RowsReadAt: &now, ProviderNote: ProviderNotMeasured, Scope: RowsScope}
+	if err := t.countItems(ctx, db, st, r); err != nil {
+		return nil, err
+	}
+	t.finish()
+	return t, nil
+}
+
+// measuredTotals reads the totals a run measured (its notes' "totals").
+func measuredTotals(r models.Run) (*Totals, bool) {
+	var notes struct {
+		Totals *struct {
+			Scope      string                     `json:"scope"`
+			Currencies []reconcile.CurrencyTotals `json:"currencies"`
+		} `json:"totals"`
+	}
+	if json.Unmarshal(r.Notes, &notes) != nil || notes.Totals == nil {
+		return nil, false
+	}
+	t := &Totals{Measured: true, Scope: notes.Totals.Scope, Rows: []CurrencyTotals{}, Provider: []CurrencyTotals{}, Difference: []CurrencyTotals{},
+		ProviderNote: "measured by the run from the provider's facts of the window"}
+	if r.FinishedAt != nil {
+		at := r.FinishedAt.UTC()
+		t.RowsReadAt = &at
+	}
+	side := func(c reconcile.CurrencyTotals, name string, m reconcile.Money) CurrencyTotals {
+		return CurrencyTotals{Currency: c.Currency, Side: name, Payments: c.Payments, Captured: m.Captured, Refunded: m.Refunded, Disputed: m.Disputed, Settled: m.Settled}
+	}
+	for _, c := range notes.Totals.Currencies {
+		t.Rows = append(t.Rows, side(c, "rows", c.Rows))
+		t.Provider = append(t.Provider, side(c, "provider", c.Provider))
+		d := reconcile.Money{Captured: c.Provider.Captured - c.Rows.Captured, Refunded: c.Provider.Refunded - c.Rows.Refunded,
+			Disputed: c.Provider.Disputed - c.Rows.Disputed, Settled: c.Provider.Settled - c.Rows.Settled}
+		t.Difference = append(t.Difference, side(c, "difference", d))
+	}
+	return t, true
+}
+
+// Lines are the totals as displayed: per currency the provider's side, the
+// rows' and the difference when measured, else the rows' alone.
+func (t *Totals) Lines() []CurrencyTotals {
+	if !t.Measured {
+		return t.Rows
+	}
+	var out []CurrencyTotals
+	for i := range t.Rows {
+		out = append(out, t.Provider[i], t.Rows[i], t.Difference[i])
+	}
+	return out
+}
+
+// countItems counts the run's items that show a row differing from the
+// provider, and the mismatch items' amount differences.
+func (t *Totals) countItems(ctx context.Context, db *gorm.DB, st store.Store, r models.Run) error {
 	counts, err := st.DriftCounts(ctx, r.ID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, c := range counts {
 		if c.Kind != models.KindMismatch && differs(c.Kind, c.Action, r.DryRun) {
@@ -186,7 +257,7 @@ func LoadTotals(ctx context.Context, db *gorm.DB, r models.Run) (*Totals, error)
 		var batch []models.DriftItem
 		if err := db.WithContext(ctx).Where("run_id = ? AND kind = ? AND id > ?", r.ID, models.KindMismatch, last).
 			Order("id").Limit(5000).Find(&batch).Error; err != nil {
-			return nil, fmt.Errorf("read mismatch items of run %d: %w", r.ID, err)
+			return fmt.Errorf("read mismatch items of run %d: %w", r.ID, err)
 		}
 		for _, it := range batch {
 			d := map[string]any{}
@@ -202,8 +273,7 @@ func LoadTotals(ctx context.Context, db *gorm.DB, r models.Run) (*Totals, error)
 		last = batch[len(batch)-1].ID
 	}
 	t.AmountDifferences = sortedDiffs(diffs)
-	t.finish()
-	return t, nil
+	return nil
 }
 
 func addDiff(diffs map[string]*CurrencyAmount, d map[string]any) {
@@ -232,7 +302,7 @@ func sortedDiffs(diffs map[string]*CurrencyAmount) []CurrencyAmount {
 // TotalsFromItems fills totals' differences from a hand-built run's items
 // (rows totals as given), for rendering a report not read from a database.
 func TotalsFromItems(r RunReport, rows []CurrencyTotals) *Totals {
-	t := &Totals{Rows: rows, ProviderNote: ProviderNotMeasured}
+	t := &Totals{Rows: rows, ProviderNote: ProviderNotMeasured, Scope: RowsScope}
 	if t.Rows == nil {
 		t.Rows = []CurrencyTotals{}
 	}
@@ -257,6 +327,26 @@ func TotalsFromItems(r RunReport, rows []CurrencyTotals) *Totals {
 func (t *Totals) finish() {
 	t.Flagged = t.DifferingItems > 0 || len(t.AmountDifferences) > 0
 	t.Flag = ""
+	if t.Measured {
+		var parts []string
+		for _, d := range t.Difference {
+			for _, f := range []struct {
+				name string
+				n    int64
+			}{{"captured", d.Captured}, {"refunded", d.Refunded}, {"disputed", d.Disputed}, {"settled", d.Settled}} {
+				if f.n != 0 {
+					parts = append(parts, fmt.Sprintf("%s %s %s", strings.ToUpper(d.Currency), f.name, signedMoney(f.n, d.Currency)))
+				}
+			}
+		}
+		t.Flagged = len(parts) > 0
+		if t.Flagged {
+			t.Flag = "The window's totals differ from the provider's (the provider's minus the rows'): " + strings.Join(parts, ", ") +
+				fmt.Sprintf("; %d %s of this run %s a row that differs.", t.DifferingItems, plural(int(t.DifferingItems), "item", "items"),
+					plural(int(t.DifferingItems), "shows", "show"))
+		}
+		return
+	}
 	if !t.Flagged {
 		return
 	}

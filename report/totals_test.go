@@ -156,8 +156,8 @@ func TestReportTotalsAndDryRunEveryFormat(t *testing.T) {
 				assert.Contains(t, out, `"captured":11000`, name)
 				assert.Contains(t, out, `"currency":"jpy","payments":1,"captured":5000`, name)
 			case "csv":
-				assert.Contains(t, out, ",total_captured,,true,,,110.00,GBP,", name)
-				assert.Contains(t, out, ",total_settled,,true,,,5000,JPY,", name)
+				assert.Contains(t, out, ",total_captured,rows,true,,,110.00,GBP,", name)
+				assert.Contains(t, out, ",total_settled,rows,true,,,5000,JPY,", name)
 			default:
 				for _, s := range []string{"110.00 GBP", "31.50 GBP", "7.00 GBP", "60.00 GBP", "5000 JPY", "1000 JPY"} {
 					assert.Contains(t, out, s, name)
