@@ -143,7 +143,7 @@ type htmlTotals struct {
 
 type htmlCurrency struct {
 	Currency, Side, Captured, Refunded, Disputed, Settled string
-	Payments                                        int64
+	Payments                                              int64
 }
 
 func totalsView(t *Totals) *htmlTotals {

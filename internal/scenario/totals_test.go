@@ -3,9 +3,9 @@ package scenario_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
-	"encoding/json"
 	"testing"
 	"time"
 
