@@ -18,7 +18,7 @@ var created = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 // 941 + 470 - 200 - 100 - 300 = 811.
 func stripePayout() payouts.Payout {
 	return payouts.Payout{ID: "po_1", Status: "paid", Amount: 811, Currency: "gbp", Created: created,
-		ArrivalDate: created.Truncate(24 * time.Hour).AddDate(0, 0, 2), Paid: true, Scale: 1, Listing: payouts.ListingComplete,
+		ArrivalDate: created.Truncate(24*time.Hour).AddDate(0, 0, 2), Paid: true, Scale: 1, Listing: payouts.ListingComplete,
 		Lines: []payouts.Line{
 			{ID: "txn_a", Type: "charge", Kind: payouts.KindCharge, Amount: 1000, Fee: 59, Net: 941, PaymentID: "pi_a", PaymentAmount: 1000},
 			{ID: "txn_b", Type: "charge", Kind: payouts.KindCharge, Amount: 500, Fee: 30, Net: 470, PaymentID: "pi_b", PaymentAmount: 500},
