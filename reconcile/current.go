@@ -53,6 +53,10 @@ type CurrentParams struct {
 	// that a provider that can check a payout does (Stripe: is the payout
 	// paid, and did it pay this payment?).
 	Payouts map[string]string
+	// Listed holds payments already read by CurrentLister.ListCurrent: a
+	// reader completes them (the local payout's check) without reading the
+	// payment again.
+	Listed map[string]Current
 }
 
 // CurrentReader reads payments' current state from a provider by id. It is

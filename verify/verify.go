@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -99,6 +100,9 @@ type Options struct {
 	// PageSize is how many payments are handled at once (default
 	// DefaultPageSize): memory stays flat however large the window.
 	PageSize int
+	// NoListing reads every payment by id even when Reader can list the
+	// window's payments (reconcile.CurrentLister).
+	NoListing bool
 }
 
 // Report is the outcome of one verification. Its JSON is stable: fields
@@ -233,6 +237,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		v.rep.RunID = run.ID
 	}
 	var err error
+	v.lister, _ = o.Reader.(reconcile.CurrentLister)
+	if o.NoListing {
+		v.lister = nil
+	}
 	if o.All {
 		err = v.all(ctx)
 	} else {
@@ -302,8 +310,113 @@ func (v *verifier) record(ctx context.Context, run models.Run, runErr error) err
 }
 
 type verifier struct {
-	o   Options
-	rep Report
+	o      Options
+	rep    Report
+	lister reconcile.CurrentLister // nil: every payment is read by id
+}
+
+// listingWorthIt says whether listing the window's payments costs fewer
+// requests than reading n of them by id: a list page holds 100 (Stripe)
+// or 500 (GoCardless) payments, one request each.
+func listingWorthIt(n, population int) bool { return n > population/100+population/200 }
+
+// listed lists the provider's payments created in the window and calls fn
+// with each page.
+func (v *verifier) listed(ctx context.Context, fn func([]reconcile.Current) error) error {
+	err := v.lister.ListCurrent(ctx, reconcile.ListParams{Account: v.o.Account, Since: v.o.Since, Until: v.o.Until}, fn)
+	if err != nil {
+		return fmt.Errorf("list %s payments: %w", v.o.Provider, err)
+	}
+	return nil
+}
+
+// rowsOf reads the local rows of ids.
+func (v *verifier) rowsOf(ctx context.Context, ids []string) ([]models.Payment, error) {
+	var rows []models.Payment
+	err := v.o.DB.WithContext(ctx).Where("provider = ? AND account = ? AND provider_id IN ?", v.o.Provider, v.o.Account, ids).
+		Order("id").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read payments: %w", err)
+	}
+	return rows, nil
+}
+
+// allListed checks every payment the provider lists as created in the
+// window (a page of the provider's at a time), including those with no
+// local row, and returns the hashes of the ids it checked.
+func (v *verifier) allListed(ctx context.Context) (map[uint64]struct{}, error) {
+	done := map[uint64]struct{}{}
+	err := v.listed(ctx, func(cs []reconcile.Current) error {
+		ids := make([]string, 0, len(cs))
+		listed := make(map[string]reconcile.Current, len(cs))
+		for _, c := range cs {
+			if _, ok := listed[c.ProviderID]; ok || c.ProviderID == "" {
+				continue
+			}
+			listed[c.ProviderID] = c
+			ids = append(ids, c.ProviderID)
+		}
+		rows, err := v.rowsOf(ctx, ids)
+		if err != nil {
+			return err
+		}
+		have := map[string]bool{}
+		for _, r := range rows {
+			have[r.ProviderID] = true
+			done[hashID(r.ProviderID)] = struct{}{}
+		}
+		v.rep.InWindow += len(ids)
+		var missing []string
+		for _, id := range ids {
+			if !have[id] {
+				missing = append(missing, id)
+			}
+		}
+		if err := v.missingLocally(ctx, missing, listed); err != nil {
+			return err
+		}
+		return v.checkListed(ctx, rows, listed)
+	})
+	return done, err
+}
+
+// missingLocally records the listed payments with no local row: a
+// difference in "found", explained when a run left an item for it (a
+// status it could not map, a payment it could not create).
+func (v *verifier) missingLocally(ctx context.Context, ids []string, listed map[string]reconcile.Current) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	explained, err := v.explained(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		c := listed[id]
+		v.rep.Checked++
+		v.rep.Differing++
+		d := Difference{ProviderID: id, Field: FieldFound, Local: "missing", Provider: describeState(c)}
+		if explained[id] {
+			v.rep.Explained++
+			v.rep.ExplainedDifferences = append(v.rep.ExplainedDifferences, d)
+			continue
+		}
+		v.rep.Unexplained = append(v.rep.Unexplained, d)
+		if v.o.Record {
+			ps := describeState(c)
+			v.rep.items = append(v.rep.items, store.Item{ProviderID: id, Kind: models.KindMissingLocal, Action: models.ActionReported, ProviderState: &ps,
+				Detail: map[string]any{"field": d.Field, "local": d.Local, "provider": d.Provider, "found_by": FoundBy,
+					"amount": c.Amount, "currency": c.Currency, "amount_refunded": c.AmountRefunded,
+					"explanation": fmt.Sprintf("Found by verify: the provider lists this payment (%s) as created in the window, and there is no local row; nothing was changed.", d.Provider)}})
+		}
+	}
+	return nil
+}
+
+func hashID(id string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	return h.Sum64()
 }
 
 // page reads the window's next payments after id after, by id.
@@ -316,8 +429,17 @@ func (v *verifier) page(ctx context.Context, after int64, limit int) ([]models.P
 	return rows, nil
 }
 
-// all checks every payment of the window, a page at a time.
+// all checks every payment of the window, a page at a time: with a
+// lister, every payment the provider lists as created in the window (rows
+// missing locally included), then the window's other rows by id.
 func (v *verifier) all(ctx context.Context) error {
+	var done map[uint64]struct{}
+	if v.lister != nil {
+		var err error
+		if done, err = v.allListed(ctx); err != nil {
+			return err
+		}
+	}
 	var after int64
 	for {
 		rows, err := v.page(ctx, after, v.o.PageSize)
@@ -327,11 +449,14 @@ func (v *verifier) all(ctx context.Context) error {
 		if len(rows) == 0 {
 			return nil
 		}
+		after = rows[len(rows)-1].ID
+		if done != nil {
+			rows = slices.DeleteFunc(rows, func(r models.Payment) bool { _, ok := done[hashID(r.ProviderID)]; return ok })
+		}
 		v.rep.InWindow += len(rows)
 		if err := v.check(ctx, rows); err != nil {
 			return err
 		}
-		after = rows[len(rows)-1].ID
 	}
 }
 
@@ -363,6 +488,34 @@ func (v *verifier) sample(ctx context.Context) error {
 	}
 	v.rep.InWindow = seen
 	slices.SortFunc(res, func(a, b models.Payment) int { return cmp.Compare(a.ID, b.ID) })
+	if v.lister != nil && listingWorthIt(len(res), seen) {
+		// One list request per page of the window's payments costs less
+		// than one request per sampled payment: the sampled ones are
+		// picked from the listing, the rest read by id.
+		want := make(map[string]bool, len(res))
+		for _, r := range res {
+			want[r.ProviderID] = true
+		}
+		listed := map[string]reconcile.Current{}
+		if err := v.listed(ctx, func(cs []reconcile.Current) error {
+			for _, c := range cs {
+				if want[c.ProviderID] {
+					listed[c.ProviderID] = c
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for len(res) > 0 {
+			page := res[:min(len(res), v.o.PageSize)]
+			res = res[len(page):]
+			if err := v.checkListed(ctx, page, listed); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for len(res) > 0 {
 		page := res[:min(len(res), v.o.PageSize)]
 		res = res[len(page):]
@@ -376,10 +529,24 @@ func (v *verifier) sample(ctx context.Context) error {
 // check compares one page of rows with the provider and classifies their
 // differences.
 func (v *verifier) check(ctx context.Context, rows []models.Payment) error {
+	return v.checkListed(ctx, rows, nil)
+}
+
+// checkListed is check with the payments listed already: the reader
+// completes them (CurrentParams.Listed).
+func (v *verifier) checkListed(ctx context.Context, rows []models.Payment, listed map[string]reconcile.Current) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	p := reconcile.CurrentParams{Account: v.o.Account, IDs: make([]string, len(rows)), Payouts: map[string]string{}}
+	if len(listed) > 0 {
+		p.Listed = map[string]reconcile.Current{}
+		for _, r := range rows {
+			if c, ok := listed[r.ProviderID]; ok {
+				p.Listed[r.ProviderID] = c
+			}
+		}
+	}
 	for i, r := range rows {
 		p.IDs[i] = r.ProviderID
 		if r.PayoutID != nil && *r.PayoutID != "" {
