@@ -108,13 +108,7 @@ func (v *Verifier) one(ctx context.Context, account, id, payout string) (reconci
 	if err != nil {
 		return reconcile.Current{}, err
 	}
-	expand := []string{"latest_charge"}
-	if sched.manual {
-		// A manual-payout account settles a charge when its balance
-		// transaction is available (DESIGN section 3).
-		expand = append(expand, "latest_charge.balance_transaction")
-	}
-	pi, err := v.p.getPI(ctx, account, id, expand...)
+	pi, err := v.p.getPI(ctx, account, id, currentExpansions(sched)...)
 	if err != nil {
 		if notFound(err) {
 			return reconcile.Current{ProviderID: id}, nil
@@ -124,6 +118,35 @@ func (v *Verifier) one(ctx context.Context, account, id, payout string) (reconci
 	if pi.ID != id {
 		return reconcile.Current{}, fmt.Errorf("get stripe payment intent %s: the answer is for %q", id, pi.ID)
 	}
+	c, err := v.current(ctx, account, sched, pi)
+	if err != nil {
+		return reconcile.Current{}, err
+	}
+	if payout != "" {
+		pv, err := v.payout(ctx, account, payout)
+		if err != nil {
+			return reconcile.Current{}, err
+		}
+		applyPayout(&c, payout, pv)
+	}
+	return c, nil
+}
+
+// currentExpansions are what verify expands of a PaymentIntent: its latest
+// charge, and on a manual-payout account the charge's balance transaction,
+// whose availability settles it there (DESIGN section 3).
+func currentExpansions(sched schedule) []string {
+	if sched.manual {
+		return []string{"latest_charge", "latest_charge.balance_transaction"}
+	}
+	return []string{"latest_charge"}
+}
+
+// current maps a PaymentIntent read with its latest charge expanded (and
+// the charge's balance transaction on an account that pays out by hand):
+// CurrentOf, the settlement a manual-payout account's available balance
+// transaction makes, and the newest dispute of a disputed charge.
+func (v *Verifier) current(ctx context.Context, account string, sched schedule, pi *stripego.PaymentIntent) (reconcile.Current, error) {
 	c := CurrentOf(pi)
 	if ch := pi.LatestCharge; sched.manual && ch != nil && ch.Captured {
 		c.SettlementKnown = true
@@ -132,18 +155,11 @@ func (v *Verifier) one(ctx context.Context, account, id, payout string) (reconci
 		}
 	}
 	if ch := pi.LatestCharge; ch != nil && ch.Disputed {
-		d, err := v.newestDispute(ctx, account, id)
+		d, err := v.newestDispute(ctx, account, pi.ID)
 		if err != nil {
 			return reconcile.Current{}, err
 		}
 		applyDispute(&c, d)
-	}
-	if payout != "" {
-		pv, err := v.payout(ctx, account, payout)
-		if err != nil {
-			return reconcile.Current{}, err
-		}
-		applyPayout(&c, payout, pv)
 	}
 	return c, nil
 }

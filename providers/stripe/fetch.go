@@ -58,7 +58,14 @@ type fetcher struct {
 	// candidates are the paid payouts created on or after a day, by that
 	// day (Unix seconds at 00:00 UTC), newest first.
 	candidates map[int64][]string
+	// until, when set, reads the objects as they stood before it (object
+	// listing, listing.go): a fact dated at or after it is left out, and an
+	// automatic account's settlement is left to the window's payouts.
+	until time.Time
 }
+
+// before reports whether t is before the fetcher's cap (always, uncapped).
+func (f *fetcher) before(t time.Time) bool { return f.until.IsZero() || t.Before(f.until) }
 
 // payoutSearch is how long after a charge's funds became available the
 // payout that paid them out is looked for: Stripe's schedules pay daily,
@@ -84,11 +91,23 @@ func (f *fetcher) one(ctx context.Context, id string) ([]reconcile.Change, error
 	if pi.ID != id {
 		return nil, fmt.Errorf("get stripe payment intent %s: the answer is for %q", id, pi.ID)
 	}
+	return f.changes(ctx, pi)
+}
+
+// changes maps a PaymentIntent read with its latest charge, the charge's
+// refunds and balance transaction (by id, or listed), and reads what else
+// the payment needs: its settlement and, when its charge is disputed, its
+// newest dispute.
+func (f *fetcher) changes(ctx context.Context, pi *stripego.PaymentIntent) ([]reconcile.Change, error) {
+	id := pi.ID
+	if err := f.completeRefunds(ctx, pi); err != nil { // listing.go
+		return nil, err
+	}
 	raw, err := json.Marshal(pi)
 	if err != nil {
 		return nil, fmt.Errorf("encode payment intent %s: %w", id, err)
 	}
-	out := fetchedChanges(pi, raw)
+	out := objectChanges(pi, raw, f.until)
 	if len(out) == 0 || out[0].Unknown {
 		return out, nil
 	}
@@ -112,7 +131,7 @@ func (f *fetcher) one(ctx context.Context, id string) ([]reconcile.Change, error
 		if err != nil {
 			return nil, err
 		}
-		if c, ok := fetchedDispute(pi, d, raw); ok {
+		if c, ok := fetchedDispute(pi, d, raw); ok && f.before(c.At) {
 			out = append(out, c)
 		}
 	}
@@ -136,7 +155,13 @@ func (f *fetcher) settlement(ctx context.Context, pi *stripego.PaymentIntent, ra
 		return c
 	}
 	if f.sched.manual {
+		if !f.before(at(bt.AvailableOn)) {
+			return nil, nil
+		}
 		return []reconcile.Change{mk(at(bt.AvailableOn), "")}, nil
+	}
+	if !f.until.IsZero() {
+		return nil, nil // a listing reads the window's payouts instead (listing.go)
 	}
 	day := bt.AvailableOn - bt.AvailableOn%86400
 	ids, err := f.paidPayoutsFrom(ctx, day)
@@ -214,10 +239,21 @@ func fetchedDispute(pi *stripego.PaymentIntent, d *stripego.Dispute, raw json.Ra
 	return c, true
 }
 
-// fetchedChanges maps a re-fetched PaymentIntent (stuck-payment path) to
-// changes with deterministic event ids and the most specific provider time
-// the object carries for each state.
-func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile.Change {
+// objectChanges maps a PaymentIntent read with its latest charge, the
+// charge's refunds and its balance transaction to changes with
+// deterministic event ids and the most specific provider time the objects
+// carry for each state.
+//
+// With until zero the objects are read as they are now (the stuck path).
+// Otherwise they are read as they stood before until (object listing): a
+// state dated at or after until is left out, and the payment shows instead
+// the state its objects date before it (authorised at the charge's created
+// for a manual capture, else created at the intent's); refunds count only
+// those created before until, so the charge's view of refunds is as of
+// until, not current.
+func objectChanges(pi *stripego.PaymentIntent, raw json.RawMessage, until time.Time) []reconcile.Change {
+	capped := !until.IsZero()
+	before := func(t time.Time) bool { return !capped || t.Before(until) }
 	st, ok := PaymentIntentState(string(pi.Status))
 	when := at(pi.Created)
 	ch := pi.LatestCharge
@@ -250,31 +286,76 @@ func fetchedChanges(pi *stripego.PaymentIntent, raw json.RawMessage) []reconcile
 		c.EventID = ""
 		return []reconcile.Change{c}
 	}
+	if !before(when) {
+		if !before(at(pi.Created)) {
+			return nil
+		}
+		// The intent reached its status at or after until. Before it, a
+		// manual capture whose charge existed was authorised (the charge
+		// is created at confirmation); anything else was still created.
+		// Not a snapshot: the objects say nothing else about that time.
+		c := mk(models.StateCreated, at(pi.Created))
+		if ch != nil && ch.Created > 0 && before(at(ch.Created)) && st != models.StateAuthorised &&
+			pi.CaptureMethod == stripego.PaymentIntentCaptureMethodManual {
+			c = mk(models.StateAuthorised, at(ch.Created))
+		}
+		c.Snapshot, c.RawStatus = false, string(pi.Status)+" at or after the window's end"
+		return []reconcile.Change{c}
+	}
 	out := []reconcile.Change{mk(st, when)}
 	if st != models.StateCaptured || ch == nil || !ch.Captured {
 		return out
 	}
-	// The re-fetched charge is the provider's current view of refunds.
+	// The charge is the provider's view of refunds: current when the
+	// objects are read as they are now; as of until without the refunds
+	// created since.
 	lc := chargeOf(ch)
 	refunded := capturedRefunds(&lc, pinnedDate)
-	out[0].View, out[0].ViewCurrent, out[0].Refunded = true, true, ch.Refunded
+	fully := ch.Refunded
+	if later := refundedSince(ch, until); capped && later > 0 {
+		refunded = max(refunded-later, 0)
+		fully = refunded > 0 && refunded >= lc.captured()
+	}
+	out[0].View, out[0].ViewCurrent, out[0].Refunded = true, !capped, fully
 	out[0].AmountRefunded = refunded
 	out[0].AmountCaptured = partialCapture(&lc)
-	if refunded > 0 && (ch.Refunded || refunded >= lc.captured()) {
+	if refunded > 0 && (fully || refunded >= lc.captured()) {
 		rt := when
 		if ch.Refunds != nil {
 			for _, r := range ch.Refunds.Data {
-				if r.Status == stripego.RefundStatusSucceeded && at(r.Created).After(rt) {
+				if r.Status == stripego.RefundStatusSucceeded && before(at(r.Created)) && at(r.Created).After(rt) {
 					rt = at(r.Created)
 				}
 			}
 		}
 		c := mk(models.StateRefunded, rt)
 		c.AmountRefunded = refunded
-		c.View, c.ViewCurrent, c.Refunded = true, true, true
+		c.View, c.ViewCurrent, c.Refunded = true, !capped, true
 		out = append(out, c)
 	}
 	return out
+}
+
+// refundedSince is how much of the charge's amount_refunded the refunds
+// created at or after until make up: those not failed or canceled, which
+// amount_refunded no longer counts (section 19 of docs/providers/stripe.md).
+// 0 for a zero until.
+func refundedSince(ch *stripego.Charge, until time.Time) int64 {
+	if until.IsZero() || ch.Refunds == nil {
+		return 0
+	}
+	var n int64
+	for _, r := range ch.Refunds.Data {
+		if r == nil || at(r.Created).Before(until) {
+			continue
+		}
+		switch r.Status {
+		case stripego.RefundStatusFailed, stripego.RefundStatusCanceled:
+		default:
+			n += r.Amount
+		}
+	}
+	return n
 }
 
 // unsupported reports an answer that says the request itself is not served

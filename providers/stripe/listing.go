@@ -1,0 +1,391 @@
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	stripego "github.com/stripe/stripe-go/v76"
+
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// Object listing (DESIGN section 3, path 3; docs/providers/stripe.md,
+// section 20): a window older than the event log, or one read on demand, is
+// read from the objects themselves, as they stood before the window's end.
+
+var (
+	_ reconcile.ObjectLister  = (*Provider)(nil)
+	_ reconcile.CurrentLister = (*Verifier)(nil)
+)
+
+// listPage is how many objects one list request asks for: Stripe's most.
+const listPage = 100
+
+// refetchChunk is how many payments created before a window the listing
+// collects from the window's refunds and disputes before it re-reads them;
+// duplicates are dropped within a chunk only, so memory stays flat.
+const refetchChunk = 100
+
+// span is a window [Since, Until) in the whole seconds Stripe's created
+// filters take: created[gte]=since, created[lt]=until (rounded up, so that
+// a sub-second end covers its second).
+type span struct{ since, until int64 }
+
+func spanOf(lp reconcile.ListParams) span {
+	until := lp.Until.Unix()
+	if lp.Until.Nanosecond() != 0 {
+		until++
+	}
+	return span{since: lp.Since.Unix(), until: until}
+}
+
+func (s span) has(t int64) bool { return t >= s.since && t < s.until }
+
+func (s span) query() *stripego.RangeQueryParams {
+	return &stripego.RangeQueryParams{GreaterThanOrEqual: s.since, LesserThan: s.until}
+}
+
+// ListObjects implements reconcile.ObjectLister. For the window [Since,
+// Until) of the account it lists, each capped at Until (a fact dated at or
+// after it is left out; refunds count only those created before it):
+//
+//   - the PaymentIntents created in the window, 100 a page, with their
+//     latest charge's balance transaction and refunds expanded, each mapped
+//     as the stuck path maps a re-fetched one (objectChanges) plus its
+//     newest dispute when the charge is disputed (one more request); on a
+//     manual-payout account a charge available before Until is settled at
+//     available_on;
+//   - on an automatic account, the payouts arriving in the window
+//     (arrival_date, the time a settlement found without an event carries),
+//     each read as its payout.paid (or payout.failed, payout.canceled)
+//     event would be: its balance transactions, 100 a page, settle every
+//     charge they name at its arrival_date, also payments created before
+//     the window; on a manual-payout account, the balance transactions
+//     that became available in the window instead (settleAvailable);
+//   - the refunds and disputes created in the window whose PaymentIntent
+//     was created before it: those payments are re-read by id, capped the
+//     same way, 100 at a time.
+//
+// Every change that moves a state has a deterministic event id, every
+// change is Inferred, and its Payload is the object it was read from.
+// Nothing of a payment's settlement is searched for per payment (the stuck
+// path's payout search): the window's payouts say it.
+func (p *Provider) ListObjects(ctx context.Context, lp reconcile.ListParams, fn func(reconcile.Page) error) error {
+	if !lp.Until.After(lp.Since) {
+		return nil
+	}
+	sched, err := p.payoutSchedule(ctx, lp.Account)
+	if err != nil {
+		return err
+	}
+	f := &fetcher{p: p, v: p.Verifier(), account: lp.Account, sched: sched, candidates: map[int64][]string{}, until: lp.Until}
+	w := spanOf(lp)
+	if err := p.listIntents(ctx, f, w, fn); err != nil {
+		return err
+	}
+	if sched.manual {
+		// No payout of such an account can be listed: a charge is settled
+		// when its funds became available.
+		err = p.settleAvailable(ctx, lp.Account, lp.Since, lp.Until, sched.delayDays, func(cs []reconcile.Change) error {
+			for i := range cs {
+				asOfUntil(&cs[i])
+			}
+			return fn(reconcile.Page{Changes: cs})
+		})
+	} else {
+		err = p.listArrivedPayouts(ctx, f, w, fn)
+	}
+	if err != nil {
+		return err
+	}
+	return p.listOlder(ctx, f, w, fn)
+}
+
+// listIntents lists the PaymentIntents created in the window and hands fn
+// the changes of each page.
+func (p *Provider) listIntents(ctx context.Context, f *fetcher, w span, fn func(reconcile.Page) error) error {
+	params := &stripego.PaymentIntentListParams{ListParams: listParams(ctx, f.account, listPage), CreatedRange: w.query()}
+	params.AddExpand("data.latest_charge.balance_transaction")
+	params.AddExpand("data.latest_charge.refunds")
+	it := p.api.PaymentIntents.List(params)
+	var out []reconcile.Change
+	n := 0
+	for it.Next() {
+		n++
+		pi := it.PaymentIntent()
+		switch {
+		case pi == nil || pi.ID == "":
+			p.log.Warn("stripe listed a payment intent without an id; skipped")
+		case !w.has(pi.Created):
+			// Stripe filters by created; an object outside the filter
+			// (stripe-mock lists its fixtures whatever is asked) is not
+			// the window's.
+			p.log.Warn("stripe listed a payment intent the request excluded; skipped", "provider_id", pi.ID, "created", pi.Created)
+		default:
+			cs, err := f.changes(ctx, pi)
+			if err != nil {
+				return err
+			}
+			out = append(out, cs...)
+		}
+		if n%listPage == 0 && len(out) > 0 {
+			// A page read: handed on before the next is requested.
+			if err := fn(reconcile.Page{Changes: out}); err != nil {
+				return err
+			}
+			out = nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list stripe payment intents: %w", translate(err))
+	}
+	if len(out) > 0 {
+		return fn(reconcile.Page{Changes: out})
+	}
+	return nil
+}
+
+// listArrivedPayouts reads the automatic payouts arriving in the window as
+// their events would be read (payoutEvent), dated at arrival_date.
+func (p *Provider) listArrivedPayouts(ctx context.Context, f *fetcher, w span, fn func(reconcile.Page) error) error {
+	params := &stripego.PayoutListParams{ListParams: listParams(ctx, f.account, listPage), ArrivalDateRange: w.query()}
+	it := p.api.Payouts.List(params)
+	var out []reconcile.Change
+	// flush hands on pages of at most maxChangesPerPage changes for as long
+	// as at least `least` of them wait.
+	flush := func(least int) error {
+		for len(out) >= max(least, 1) {
+			k := min(len(out), maxChangesPerPage)
+			page := out[:k:k]
+			out = out[k:]
+			if err := fn(reconcile.Page{Changes: page}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for it.Next() {
+		po := it.Payout()
+		if po == nil || po.ID == "" {
+			continue
+		}
+		if !w.has(po.ArrivalDate) || !f.before(at(po.ArrivalDate)) {
+			p.log.Warn("stripe listed a payout the request excluded; skipped", "payout_id", po.ID, "arrival_date", po.ArrivalDate)
+			continue
+		}
+		cs, err := p.arrivedPayout(ctx, f.account, po)
+		if err != nil {
+			return err
+		}
+		out = append(out, cs...)
+		if err := flush(maxChangesPerPage); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list stripe payouts: %w", translate(err))
+	}
+	return flush(1)
+}
+
+// arrivedPayout reads one listed payout as payoutEvent reads its event:
+// paid settles the charges of its balance transactions; failed or canceled
+// makes each a conflict naming it. A payout not yet paid (pending,
+// in_transit) settles nothing yet; a status the mapping does not know is
+// logged, never guessed.
+func (p *Provider) arrivedPayout(ctx context.Context, account string, po *stripego.Payout) ([]reconcile.Change, error) {
+	var typ string
+	switch po.Status {
+	case stripego.PayoutStatusPaid:
+		typ = "payout.paid"
+	case stripego.PayoutStatusFailed:
+		typ = "payout.failed"
+	case stripego.PayoutStatusCanceled:
+		typ = "payout.canceled"
+	case stripego.PayoutStatusPending, stripego.PayoutStatusInTransit:
+		return nil, nil
+	default:
+		p.log.Warn("stripe listed a payout in a status the mapping does not know; it settles nothing", "payout_id", po.ID, "status", po.Status)
+		return nil, nil
+	}
+	raw, err := json.Marshal(po)
+	if err != nil {
+		return nil, fmt.Errorf("encode payout %s: %w", po.ID, err)
+	}
+	lean := leanPayout{ID: po.ID, Reconciliation: string(po.ReconciliationStatus), Status: string(po.Status), ArrivalDate: po.ArrivalDate,
+		Manual: !po.Automatic || po.ReconciliationStatus == stripego.PayoutReconciliationStatusNotApplicable}
+	base := reconcile.Change{At: at(po.ArrivalDate), EventType: "reconciler." + typ, Inferred: true}
+	cs, err := p.payoutEvent(ctx, account, base, typ, lean)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cs {
+		c := &cs[i]
+		c.Inferred, c.Payload = true, raw
+		if c.State.Valid() {
+			c.EventID = reconcile.SyntheticEventID(c.ProviderID, c.State, c.At)
+		}
+		asOfUntil(c)
+	}
+	return cs, nil
+}
+
+// asOfUntil drops the refund view of a change read from a charge as it is
+// now (the source a balance transaction expands), unless it shows no refund
+// at all: its refunds may have been made after the window's end, which a
+// listing capped there must not count. The payment's own listing or re-read
+// counts its refunds as of the end.
+func asOfUntil(c *reconcile.Change) {
+	if c.AmountRefunded > 0 || c.Refunded {
+		c.View, c.ViewCurrent, c.Refunded, c.AmountRefunded = false, false, false, 0
+	}
+}
+
+// listOlder finds the payments created before the window that its refunds
+// and disputes name (GET /v1/refunds and /v1/disputes by created, with
+// data.payment_intent expanded to tell their creation), and re-reads them by
+// id, capped at the window's end, a chunk at a time.
+func (p *Provider) listOlder(ctx context.Context, f *fetcher, w span, fn func(reconcile.Page) error) error {
+	var ids []string
+	seen := map[string]bool{}
+	flush := func() error {
+		var out []reconcile.Change
+		for _, id := range ids {
+			cs, err := f.one(ctx, id)
+			if err != nil {
+				return err
+			}
+			out = append(out, cs...)
+		}
+		ids, seen = ids[:0], map[string]bool{}
+		if len(out) > 0 {
+			return fn(reconcile.Page{Changes: out})
+		}
+		return nil
+	}
+	add := func(pi *stripego.PaymentIntent) error {
+		// An intent the answer did not expand (Created 0) is re-read too:
+		// if it is the window's, its changes repeat the listing's under the
+		// same ids.
+		if pi == nil || pi.ID == "" || pi.Created >= w.since || seen[pi.ID] {
+			return nil
+		}
+		seen[pi.ID] = true
+		ids = append(ids, pi.ID)
+		if len(ids) >= refetchChunk {
+			return flush()
+		}
+		return nil
+	}
+
+	rp := &stripego.RefundListParams{ListParams: listParams(ctx, f.account, listPage), CreatedRange: w.query()}
+	rp.AddExpand("data.payment_intent")
+	rit := p.api.Refunds.List(rp)
+	for rit.Next() {
+		if r := rit.Refund(); r != nil && w.has(r.Created) {
+			if err := add(r.PaymentIntent); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rit.Err(); err != nil {
+		return fmt.Errorf("list stripe refunds: %w", translate(err))
+	}
+
+	dp := &stripego.DisputeListParams{ListParams: listParams(ctx, f.account, listPage), CreatedRange: w.query()}
+	dp.AddExpand("data.payment_intent")
+	dit := p.api.Disputes.List(dp)
+	for dit.Next() {
+		if d := dit.Dispute(); d != nil && w.has(d.Created) {
+			if err := add(d.PaymentIntent); err != nil {
+				return err
+			}
+		}
+	}
+	if err := dit.Err(); err != nil {
+		return fmt.Errorf("list stripe disputes: %w", translate(err))
+	}
+	return flush()
+}
+
+// completeRefunds completes, for a capped read, a charge's embedded refunds
+// when the cap needs the ones Stripe left out: the embedded list is one page,
+// newest first (has_more), so when even its oldest refund is at or after the
+// cap more may be. It reads them all (GET /v1/refunds?charge=…). Uncapped,
+// or when the page reaches back before the cap, it does nothing.
+func (f *fetcher) completeRefunds(ctx context.Context, pi *stripego.PaymentIntent) error {
+	ch := pi.LatestCharge
+	if f.until.IsZero() || ch == nil || ch.ID == "" || ch.Refunds == nil || !ch.Refunds.HasMore {
+		return nil
+	}
+	for _, r := range ch.Refunds.Data {
+		if r != nil && at(r.Created).Before(f.until) {
+			return nil
+		}
+	}
+	params := &stripego.RefundListParams{ListParams: listParams(ctx, f.account, listPage), Charge: stripego.String(ch.ID)}
+	it := f.p.api.Refunds.List(params)
+	var all []*stripego.Refund
+	for it.Next() {
+		all = append(all, it.Refund())
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list stripe refunds of charge %s: %w", ch.ID, translate(err))
+	}
+	ch.Refunds.Data, ch.Refunds.HasMore = all, false
+	return nil
+}
+
+// ListCurrent implements reconcile.CurrentLister: the PaymentIntents
+// created in the window, 100 a page with their latest charge expanded (and
+// its balance transaction on a manual-payout account), each mapped as
+// Current maps it without a local payout (CurrentOf, the newest dispute of a
+// disputed charge, a manual account's settlement); fn gets one page at a
+// time.
+func (v *Verifier) ListCurrent(ctx context.Context, lp reconcile.ListParams, fn func([]reconcile.Current) error) error {
+	if !lp.Until.After(lp.Since) {
+		return nil
+	}
+	sched, err := v.p.payoutSchedule(ctx, lp.Account)
+	if err != nil {
+		return err
+	}
+	w := spanOf(lp)
+	params := &stripego.PaymentIntentListParams{ListParams: listParams(ctx, lp.Account, listPage), CreatedRange: w.query()}
+	for _, e := range currentExpansions(sched) {
+		params.AddExpand("data." + e)
+	}
+	it := v.p.api.PaymentIntents.List(params)
+	var page []reconcile.Current
+	n := 0
+	for it.Next() {
+		n++
+		pi := it.PaymentIntent()
+		switch {
+		case pi == nil || pi.ID == "":
+			v.p.log.Warn("stripe listed a payment intent without an id; skipped")
+		case !w.has(pi.Created):
+			v.p.log.Warn("stripe listed a payment intent the request excluded; skipped", "provider_id", pi.ID, "created", pi.Created)
+		default:
+			c, err := v.current(ctx, lp.Account, sched, pi)
+			if err != nil {
+				return err
+			}
+			page = append(page, c)
+		}
+		if n%listPage == 0 && len(page) > 0 {
+			if err := fn(page); err != nil {
+				return err
+			}
+			page = nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list stripe payment intents: %w", translate(err))
+	}
+	if len(page) > 0 {
+		return fn(page)
+	}
+	return nil
+}
