@@ -1,0 +1,142 @@
+package scenario_test
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconciler/reconciler/internal/pgtest"
+	"github.com/reconciler/reconciler/internal/webhooksim"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/gocardless"
+	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
+	"github.com/reconciler/reconciler/providers/stripe"
+	"github.com/reconciler/reconciler/providers/stripe/stripefake"
+	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/verify"
+)
+
+// lose drops every fifth delivery (and a seeded tenth more) and delivers
+// the rest in a seeded random order.
+func lose(ds []webhooksim.Delivery, seed uint64) []webhooksim.Delivery {
+	r := rand.New(rand.NewPCG(seed, seed))
+	var out []webhooksim.Delivery
+	for i, d := range ds {
+		if i%5 == 2 || r.IntN(10) == 0 {
+			continue
+		}
+		out = append(out, d)
+	}
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// listingNotes returns the run's "listing" note.
+func listingNotes(t *testing.T, run models.Run) map[string]any {
+	t.Helper()
+	var notes map[string]any
+	require.NoError(t, json.Unmarshal(run.Notes, &notes))
+	l, ok := notes["listing"].(map[string]any)
+	require.True(t, ok, "the run's notes say which part was read by listing: %s", run.Notes)
+	return l
+}
+
+// TestNinetyDaysStripe: finance asks about the last 90 days, of which
+// Stripe's event log holds 30. The run lists the older 60 days' objects
+// and reads the last 30 from the log; verify --all, whose oracle is
+// Stripe's own objects (every payment Stripe lists as created in the
+// window, rows missing locally included), then finds nothing.
+func TestNinetyDaysStripe(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	fake := stripefake.New(stripefake.Options{Now: clock, Seed: 7})
+	url := fake.Start()
+	t.Cleanup(fake.Close)
+	acct := fake.Account("")
+	since := now.Add(-90 * 24 * time.Hour)
+	acct.Generate(stripefake.GenOptions{Payments: 1500, Start: since.Add(time.Hour), End: now.Add(-time.Hour), Seed: 11})
+	ds := lose(webhooksim.Stripe(acct.Deliveries()), 3)
+	_, _, err := webhooksim.Seed(ctx, db.DB, "stripe", ds, now, func(int, webhooksim.Delivery) bool { return true })
+	require.NoError(t, err)
+
+	run := func() reconcile.Result {
+		p, err := stripe.New(stripe.Config{APIKey: "sk_test_ninety", BaseURL: url})
+		require.NoError(t, err)
+		res, err := reconcile.Run(ctx, reconcile.Options{DB: db.DB, Provider: p, Since: since, Until: now, Now: clock, StuckLimit: -1, BatchSize: 250})
+		require.NoError(t, err)
+		require.Equal(t, models.RunSucceeded, res.Run.Status)
+		return res
+	}
+	res := run()
+	l := listingNotes(t, res.Run)
+	require.Equal(t, since.Format(time.RFC3339), l["since"])
+	require.Equal(t, now.Add(-stripe.EventRetention).Format(time.RFC3339), l["until"])
+	require.Positive(t, res.Run.Repaired)
+
+	rep, err := verify.Run(ctx, verify.Options{DB: db.DB, Provider: stripe.Name, Reader: verifier(t, url), Since: since, Until: now, All: true, Now: clock})
+	require.NoError(t, err)
+	var rows int64
+	require.NoError(t, db.Model(&models.Payment{}).Where("provider = 'stripe'").Count(&rows).Error)
+	require.EqualValues(t, 1500, rows, "every payment Stripe holds has a row")
+	require.GreaterOrEqual(t, rep.InWindow, 1500)
+	require.Empty(t, rep.Unexplained, "verify --all after the 90-day run")
+
+	again := run()
+	require.Zero(t, again.Run.Repaired, "a second run over the same 90 days repairs nothing")
+	require.Zero(t, again.Run.SyntheticEvents)
+}
+
+func verifier(t *testing.T, url string) reconcile.CurrentReader {
+	p, err := stripe.New(stripe.Config{APIKey: "sk_test_ninety", BaseURL: url})
+	require.NoError(t, err)
+	return p.Verifier()
+}
+
+// TestNinetyDaysGoCardless is the same for GoCardless with an event log
+// kept 30 days (providers.gocardless.event_retention).
+func TestNinetyDaysGoCardless(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	fake := gcfake.New(gcfake.Options{Now: clock, Seed: 7})
+	url := fake.Start()
+	t.Cleanup(fake.Close)
+	since := now.Add(-90 * 24 * time.Hour)
+	fake.Generate(gcfake.GenOptions{Payments: 1500, Start: since.Add(time.Hour), End: now.Add(-time.Hour), Seed: 11})
+	ds := lose(webhooksim.GoCardless(fake.Deliveries()), 5)
+	_, _, err := webhooksim.Seed(ctx, db.DB, "gocardless", ds, now, func(int, webhooksim.Delivery) bool { return true })
+	require.NoError(t, err)
+	newP := func() *gocardless.Provider {
+		p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_ninety", BaseURL: url, Retention: 30 * 24 * time.Hour})
+		require.NoError(t, err)
+		return p
+	}
+	run := func() reconcile.Result {
+		res, err := reconcile.Run(ctx, reconcile.Options{DB: db.DB, Provider: newP(), Since: since, Until: now, Now: clock, StuckLimit: -1, BatchSize: 250})
+		require.NoError(t, err)
+		require.Equal(t, models.RunSucceeded, res.Run.Status)
+		return res
+	}
+	res := run()
+	l := listingNotes(t, res.Run)
+	require.Equal(t, since.Format(time.RFC3339), l["since"])
+	require.Equal(t, now.Add(-30*24*time.Hour).Format(time.RFC3339), l["until"])
+	require.Positive(t, res.Run.Repaired)
+
+	rep, err := verify.Run(ctx, verify.Options{DB: db.DB, Provider: gocardless.Name, Reader: newP().Verifier(), Since: since, Until: now, All: true, Now: clock})
+	require.NoError(t, err)
+	var rows int64
+	require.NoError(t, db.Model(&models.Payment{}).Where("provider = 'gocardless'").Count(&rows).Error)
+	require.EqualValues(t, 1500, rows, "every payment GoCardless holds has a row")
+	require.Empty(t, rep.Unexplained, "verify --all after the 90-day run")
+
+	again := run()
+	require.Zero(t, again.Run.Repaired, "a second run over the same 90 days repairs nothing")
+}
