@@ -401,6 +401,8 @@ type runBody struct {
 	Since    string  `json:"since"`
 	Until    string  `json:"until"`
 	DryRun   bool    `json:"dry_run"`
+	// Mode is how the window is read: auto (default), listing or events.
+	Mode string `json:"mode"`
 }
 
 func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Request, caller string) {
@@ -454,7 +456,13 @@ func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Re
 		bad("account", fmt.Sprintf("%q is not a connected account id (acct_ and 1 to %d letters or digits); omit it for the platform", shown, runner.MaxAccountIDLen))
 		return
 	}
-	req := runner.Request{Job: runner.Job{Provider: *b.Provider, Account: b.Account}, DryRun: b.DryRun, Trigger: models.TriggerAPI, TriggeredBy: caller}
+	switch b.Mode {
+	case "", reconcile.ModeAuto, reconcile.ModeListing, reconcile.ModeEvents:
+	default:
+		bad("mode", fmt.Sprintf("unknown mode %q (use auto, listing or events)", b.Mode))
+		return
+	}
+	req := runner.Request{Job: runner.Job{Provider: *b.Provider, Account: b.Account}, DryRun: b.DryRun, Mode: b.Mode, Trigger: models.TriggerAPI, TriggeredBy: caller}
 	if b.Since != "" {
 		if req.Since, err = config.ParseTime(b.Since); err != nil {
 			bad("since", err.Error())
