@@ -1,0 +1,452 @@
+package stripe_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/stripe"
+	"github.com/reconciler/reconciler/providers/stripe/stripefake"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// listObjects runs ListObjects and returns its changes and its pages.
+func listObjects(t *testing.T, p *stripe.Provider, lp reconcile.ListParams) ([]reconcile.Change, []reconcile.Page) {
+	t.Helper()
+	var cs []reconcile.Change
+	var pages []reconcile.Page
+	require.NoError(t, p.ListObjects(context.Background(), lp, func(pg reconcile.Page) error {
+		require.Empty(t, pg.Events, "a listing carries no events")
+		require.Empty(t, pg.Cursor, "nor a cursor")
+		require.True(t, pg.CursorAt.IsZero())
+		require.NotEmpty(t, pg.Changes, "no empty page")
+		pages = append(pages, pg)
+		cs = append(cs, pg.Changes...)
+		return nil
+	}))
+	return cs, pages
+}
+
+// brief is a payment's changes without their payloads, for messages.
+func brief(cs []reconcile.Change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s@%s raw=%q refunded=%d/%v payout=%s notice=%q revert=%q",
+			c.State, c.At.UTC().Format(time.RFC3339), c.RawStatus, c.AmountRefunded, c.Refunded, c.PayoutID, c.NoticeKind, c.Revert))
+	}
+	return out
+}
+
+func byPayment(cs []reconcile.Change) map[string][]reconcile.Change {
+	out := map[string][]reconcile.Change{}
+	for _, c := range cs {
+		out[c.ProviderID] = append(out[c.ProviderID], c)
+	}
+	return out
+}
+
+// requireListed checks what every listed change must be: before the
+// window's end, inferred, carrying the object it was read from, and, when it
+// moves a state, under its deterministic id.
+func requireListed(t *testing.T, cs []reconcile.Change, until time.Time) {
+	t.Helper()
+	for _, c := range cs {
+		require.NotEmpty(t, c.ProviderID)
+		require.True(t, c.At.Before(until), "%s %s at %v: at or after the window's end %v", c.ProviderID, c.State, c.At, until)
+		require.True(t, c.Inferred, "%s %s", c.ProviderID, c.State)
+		require.True(t, json.Valid(c.Payload) && len(c.Payload) > 2, "%s %s: payload %q", c.ProviderID, c.State, c.Payload)
+		if c.State.Valid() {
+			require.Equal(t, reconcile.SyntheticEventID(c.ProviderID, c.State, c.At), c.EventID)
+		}
+		// A view of the charge as it is now is kept only when it shows no
+		// refund, which is true at the window's end too.
+		require.False(t, c.ViewCurrent && (c.AmountRefunded > 0 || c.Refunded), "%s %s: a current view counting refunds", c.ProviderID, c.State)
+	}
+}
+
+// TestListObjectsWindowBeforeNow lists a month of a generated 90-day account
+// that ended a month ago and checks it against the fake's ground truth as of
+// the window's end.
+func TestListObjectsWindowBeforeNow(t *testing.T) {
+	fake, p := setup(t)
+	a := fake.Account("")
+	start := now.Add(-90 * 24 * time.Hour)
+	since, until := now.Add(-60*24*time.Hour), now.Add(-30*24*time.Hour)
+	a.Generate(stripefake.GenOptions{Payments: 1500, Start: start, End: now, Seed: 15})
+
+	// Crafted on top: an older payment refunded in the window, one disputed
+	// in it; payments of the window that moved on after its end.
+	older := a.CreatePayment(1200, "gbp", false, since.Add(-10*24*time.Hour))
+	a.Capture(older, since.Add(-10*24*time.Hour+time.Minute))
+	a.Refund(older, 300, since.Add(5*24*time.Hour))
+	olderDisputed := a.CreatePayment(1300, "gbp", false, since.Add(-9*24*time.Hour))
+	a.Capture(olderDisputed, since.Add(-9*24*time.Hour+time.Minute))
+	a.Dispute(olderDisputed, since.Add(3*24*time.Hour))
+	lateRefund := a.CreatePayment(1400, "gbp", false, since.Add(24*time.Hour))
+	a.Capture(lateRefund, since.Add(24*time.Hour+time.Minute))
+	a.Refund(lateRefund, 0, until.Add(2*24*time.Hour))
+	partlyLate := a.CreatePayment(1500, "gbp", false, since.Add(25*time.Hour))
+	a.Capture(partlyLate, since.Add(25*time.Hour+time.Minute))
+	a.Refund(partlyLate, 500, until.Add(-time.Hour))
+	a.Refund(partlyLate, 1000, until) // at the end: after it
+	lateCapture := a.CreatePayment(1600, "gbp", true, since.Add(2*24*time.Hour))
+	a.Authorise(lateCapture, since.Add(2*24*time.Hour+time.Minute))
+	a.Capture(lateCapture, until.Add(time.Hour))
+	lateAuto := a.CreatePayment(1700, "gbp", false, until.Add(-time.Minute))
+	a.Capture(lateAuto, until.Add(time.Minute))
+	lateCancel := a.CreatePayment(1800, "gbp", true, since.Add(3*24*time.Hour))
+	a.Authorise(lateCancel, since.Add(3*24*time.Hour+time.Minute))
+	a.Cancel(lateCancel, until.Add(5*time.Minute))
+
+	// One payout of the window failed after it was paid.
+	var failed string
+	for _, d := range a.Deliveries() {
+		if d.EventType == "payout.paid" && d.At.After(since.Add(10*24*time.Hour)) && len(d.Facts) > 0 {
+			failed = d.Facts[0].PayoutID
+			break
+		}
+	}
+	require.NotEmpty(t, failed)
+	a.FailPayout(failed, "failed", until.Add(-24*time.Hour))
+
+	cs, pages := listObjects(t, p, reconcile.ListParams{Since: since, Until: until})
+	require.Greater(t, len(pages), 5, "handed on a page at a time")
+	requireListed(t, cs, until)
+	got := byPayment(cs)
+
+	// The ground truth: what the events before the window's end imply, and
+	// which payments the window's payouts, refunds and disputes name.
+	asOf := a.ExpectedAt(until.Add(-time.Second))
+	today := a.ExpectedAt(now)
+	created := map[string]time.Time{}
+	inWindow := map[string]bool{}
+	explained := map[string]bool{}
+	disputed := map[string]bool{}
+	type settled struct {
+		payout string
+		at     time.Time
+	}
+	paidOut := map[string]settled{}
+	lateRefunds := map[string]bool{}
+	for _, d := range a.Deliveries() {
+		in := !d.At.Before(since) && d.At.Before(until)
+		for _, f := range d.Facts {
+			switch {
+			case d.EventType == "payment_intent.created":
+				created[f.PaymentID] = f.At
+				inWindow[f.PaymentID] = in
+			case d.EventType == "payout.paid" && in && f.PayoutID != failed:
+				paidOut[f.PaymentID] = settled{f.PayoutID, d.At}
+				explained[f.PaymentID] = true
+			case d.EventType == "payout.paid" && in:
+				explained[f.PaymentID] = true
+			case (d.EventType == "charge.refunded" || d.EventType == "charge.dispute.created") && in:
+				explained[f.PaymentID] = true
+			case d.EventType == "charge.refunded" && !d.At.Before(until):
+				lateRefunds[f.PaymentID] = true
+			}
+			if d.EventType == "charge.dispute.created" {
+				disputed[f.PaymentID] = true
+			}
+		}
+	}
+
+	// Every payment created in the window appears, as of the window's end.
+	checked, withLateRefund := 0, 0
+	for id, in := range inWindow {
+		if !in {
+			continue
+		}
+		require.Contains(t, got, id, "payment %s created in the window", id)
+		plan := reconcile.Decide(reconcile.Local{}, got[id])
+		require.NotNil(t, plan.Latest, id)
+		require.Equal(t, asOf[id].Amount, plan.Amount, id)
+		require.Equal(t, asOf[id].Currency, plan.Currency, id)
+		if disputed[id] || today[id].Reverted > 0 || slices.Contains([]string{lateRefund, partlyLate, lateCapture, lateAuto, lateCancel}, id) {
+			continue // below, or unknowable as of the end (a dispute's close, a refund that failed later)
+		}
+		if s, ok := paidOut[id]; ok && plan.Settlement != nil {
+			require.Equal(t, s.payout, plan.Settlement.PayoutID, id)
+		}
+		if _, ok := paidOut[id]; !ok && asOf[id].PayoutID == failed && failed != "" {
+			continue // its payout failed: no settlement to list
+		}
+		require.Equal(t, asOf[id].State, plan.Latest.To, "payment %s: %v", id, brief(got[id]))
+		require.True(t, asOf[id].At.Equal(plan.Latest.At), "payment %s %s at %v, want %v", id, plan.Latest.To, plan.Latest.At, asOf[id].At)
+		require.Equal(t, asOf[id].AmountRefunded, plan.RefundTo, "payment %s: refunds before the end only", id)
+		checked++
+		if lateRefunds[id] {
+			withLateRefund++
+		}
+	}
+	require.Greater(t, checked, 300)
+	require.Positive(t, withLateRefund, "generated payments refunded after the window's end are among them")
+
+	// Payments created outside the window appear only for a fact of it.
+	for id := range got {
+		if !inWindow[id] {
+			require.True(t, explained[id] || id == older || id == olderDisputed, "payment %s created %v: no payout, refund or dispute of the window names it", id, created[id])
+		}
+	}
+
+	// The window's payouts settle every charge they paid out, at their
+	// arrival, also payments created before the window.
+	before := 0
+	for id, s := range paidOut {
+		var found bool
+		for _, c := range got[id] {
+			if c.State == models.StateSettled && c.PayoutID == s.payout {
+				require.True(t, c.At.Equal(s.at), "%s settled by %s at %v, want %v", id, s.payout, c.At, s.at)
+				require.Equal(t, "reconciler.payout.paid", c.EventType)
+				found = true
+			}
+		}
+		require.True(t, found, "payment %s settled by payout %s in the window", id, s.payout)
+		if created[id].Before(since) {
+			before++
+		}
+	}
+	require.Positive(t, before, "a payout of the window settles payments created before it")
+
+	// The failed payout settles nothing and names each payment it paid out.
+	reverts := 0
+	for _, c := range cs {
+		require.False(t, c.State == models.StateSettled && c.PayoutID == failed, "%s settled by the failed payout", c.ProviderID)
+		if c.RawStatus == "payout_failed" {
+			require.Contains(t, c.Revert, failed)
+			reverts++
+		}
+	}
+	require.Positive(t, reverts)
+
+	// The refund of an older payment in the window is found by re-reading
+	// it, counted as of the end; so is an older payment's open dispute.
+	plan := reconcile.Decide(reconcile.Local{}, got[older])
+	require.Equal(t, int64(300), plan.RefundTo)
+	require.Equal(t, models.StateCaptured, plan.Latest.To)
+	var notice bool
+	for _, c := range got[olderDisputed] {
+		notice = notice || (c.NoticeKind == models.KindDispute && c.Notice != "")
+	}
+	require.True(t, notice, "the open dispute of an older payment: %v", brief(got[olderDisputed]))
+
+	// Refunds after the end are not counted; states reached after it are
+	// not shown, the one before them is.
+	for id, want := range map[string]struct {
+		state    models.State
+		at       time.Time
+		refunded int64
+	}{
+		lateRefund:  {models.StateCaptured, since.Add(24*time.Hour + time.Minute), 0},
+		partlyLate:  {models.StateCaptured, since.Add(25*time.Hour + time.Minute), 500},
+		lateCapture: {models.StateAuthorised, since.Add(2*24*time.Hour + time.Minute), 0},
+		lateAuto:    {models.StateCreated, until.Add(-time.Minute), 0},
+		lateCancel:  {models.StateAuthorised, since.Add(3*24*time.Hour + time.Minute), 0},
+	} {
+		plan := reconcile.Decide(reconcile.Local{}, got[id])
+		require.NotNil(t, plan.Latest, id)
+		require.Equal(t, want.state, plan.Latest.To, "%s: %v", id, brief(got[id]))
+		require.True(t, want.at.Equal(plan.Latest.At), "%s at %v, want %v", id, plan.Latest.At, want.at)
+		require.Equal(t, want.refunded, plan.RefundTo, id)
+		for _, c := range got[id] {
+			require.NotEqual(t, models.StateRefunded, c.State, id)
+		}
+	}
+	// The same payment read today shows what the listing left out.
+	now, err := p.Fetch(context.Background(), reconcile.FetchParams{ProviderIDs: []string{lateRefund}})
+	require.NoError(t, err)
+	require.Equal(t, models.StateRefunded, reconcile.Decide(reconcile.Local{}, now).Latest.To)
+}
+
+// TestListObjectsAgreesWithFetch lists a whole generated account up to now:
+// capped at now, each payment shows what the stuck path's re-fetch of it
+// shows (states and their times, amounts, refunds, disputes, the payout
+// that settled it).
+func TestListObjectsAgreesWithFetch(t *testing.T) {
+	fake, p := setup(t)
+	a := fake.Account("")
+	a.Generate(stripefake.GenOptions{Payments: 300, Start: now.Add(-90 * 24 * time.Hour), End: now, Seed: 16})
+	cs, _ := listObjects(t, p, reconcile.ListParams{Since: now.Add(-90 * 24 * time.Hour), Until: now})
+	requireListed(t, cs, now)
+	listed := byPayment(cs)
+	ids := a.PaymentIDs()
+	require.Len(t, listed, len(ids))
+	fetched, err := p.Fetch(context.Background(), reconcile.FetchParams{ProviderIDs: ids})
+	require.NoError(t, err)
+	want := byPayment(fetched)
+	type fact struct {
+		State                        models.State
+		At                           int64
+		Amount, Refunded, Captured   int64
+		FullyRefunded, Unknown, View bool
+		Raw, Payout, EventID, Notice string
+		Revert                       string
+	}
+	// A settlement the payout listing finds carries the charge its balance
+	// transaction expands (a current view when it shows no refund); the
+	// stuck path's carries none.
+	norm := func(cs []reconcile.Change) []fact {
+		var out []fact
+		for _, c := range cs {
+			out = append(out, fact{State: c.State, At: c.At.Unix(), Amount: c.Amount, Refunded: c.AmountRefunded, Captured: c.AmountCaptured,
+				FullyRefunded: c.Refunded, Unknown: c.Unknown, View: c.View && c.State != models.StateSettled, Raw: c.RawStatus, Payout: c.PayoutID, EventID: c.EventID,
+				Notice: c.Notice, Revert: c.Revert})
+		}
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].At != out[j].At {
+				return out[i].At < out[j].At
+			}
+			return out[i].State < out[j].State
+		})
+		return out
+	}
+	var settled, refunded, disputes int
+	for _, id := range ids {
+		require.Equal(t, norm(want[id]), norm(listed[id]), "payment %s", id)
+		for _, c := range listed[id] {
+			switch {
+			case c.State == models.StateSettled:
+				settled++
+			case c.State == models.StateRefunded:
+				refunded++
+			case c.NoticeKind == models.KindDispute || c.State == models.StateChargeback:
+				disputes++
+			}
+		}
+	}
+	require.Positive(t, settled)
+	require.Positive(t, refunded)
+	require.Positive(t, disputes)
+}
+
+// TestListObjectsStreamsPages: each page of payment intents is handed on
+// before the next is requested, and an error from fn stops the listing.
+func TestListObjectsStreamsPages(t *testing.T) {
+	fake, p := setup(t)
+	a := fake.Account("")
+	since := now.Add(-40 * 24 * time.Hour)
+	for i := range 250 {
+		a.CreatePayment(int64(100+i), "gbp", false, since.Add(time.Duration(i)*time.Minute))
+	}
+	lp := reconcile.ListParams{Since: since, Until: since.Add(24 * time.Hour)}
+	var sizes []int
+	var listed []int64
+	require.NoError(t, p.ListObjects(context.Background(), lp, func(pg reconcile.Page) error {
+		sizes = append(sizes, len(pg.Changes))
+		listed = append(listed, fake.RequestsByPath()["/v1/payment_intents"])
+		return nil
+	}))
+	require.Equal(t, []int{100, 100, 50}, sizes)
+	require.Equal(t, []int64{1, 2, 3}, listed, "one page requested per page handed on")
+	by := fake.RequestsByPath()
+	for _, path := range []string{"/v1/payouts", "/v1/refunds", "/v1/disputes"} {
+		require.Equal(t, int64(1), by[path], "%s: one empty page", path)
+	}
+	require.Zero(t, by["/v1/payment_intents/{id}"], "nothing to re-read")
+	require.Zero(t, by["/v1/balance_transactions"])
+
+}
+
+// TestListObjectsStopsOnError: an error from fn stops the listing before
+// its next request, and is returned.
+func TestListObjectsStopsOnError(t *testing.T) {
+	fake, p := setup(t)
+	a := fake.Account("")
+	since := now.Add(-40 * 24 * time.Hour)
+	for i := range 250 {
+		a.CreatePayment(int64(100+i), "gbp", false, since.Add(time.Duration(i)*time.Minute))
+	}
+	stop := errors.New("stop")
+	calls := 0
+	err := p.ListObjects(context.Background(), reconcile.ListParams{Since: since, Until: since.Add(24 * time.Hour)},
+		func(reconcile.Page) error { calls++; return stop })
+	require.ErrorIs(t, err, stop)
+	require.Equal(t, 1, calls)
+	by := fake.RequestsByPath()
+	require.Equal(t, int64(1), by["/v1/payment_intents"], "stopped before the next page")
+	require.Zero(t, by["/v1/payouts"]+by["/v1/refunds"]+by["/v1/disputes"])
+}
+
+// TestListObjectsManualPayouts: on an account that pays out by hand a charge
+// is settled at its funds' available_on when that is before the window's
+// end, also a payment created before the window; no payout is listed.
+func TestListObjectsManualPayouts(t *testing.T) {
+	fake, p := setup(t)
+	const acct = "acct_1ListManual"
+	a := fake.Account(acct)
+	a.SetManualPayouts(3)
+	since, until := now.Add(-50*24*time.Hour), now.Add(-40*24*time.Hour)
+	early := a.CreatePayment(1000, "eur", false, since.Add(time.Hour))
+	a.Capture(early, since.Add(time.Hour))
+	late := a.CreatePayment(2000, "eur", false, until.Add(-24*time.Hour))
+	a.Capture(late, until.Add(-24*time.Hour)) // available 3 days later: after the end
+	older := a.CreatePayment(3000, "eur", false, since.Add(-2*24*time.Hour))
+	a.Capture(older, since.Add(-2*24*time.Hour)) // available in the window
+	cs, _ := listObjects(t, p, reconcile.ListParams{Account: acct, Since: since, Until: until})
+	requireListed(t, cs, until)
+	got := byPayment(cs)
+	settledAt := func(id string) *time.Time {
+		for _, c := range got[id] {
+			if c.State == models.StateSettled {
+				require.Empty(t, c.PayoutID)
+				return &c.At
+			}
+		}
+		return nil
+	}
+	require.NotNil(t, settledAt(early))
+	require.True(t, since.Add(time.Hour+3*24*time.Hour).Equal(*settledAt(early)), "at available_on")
+	require.Nil(t, settledAt(late), "its funds became available after the end")
+	require.NotNil(t, settledAt(older), "an older payment whose funds became available in the window")
+	require.Equal(t, models.StateCaptured, reconcile.Decide(reconcile.Local{}, got[late]).Latest.To)
+	require.Zero(t, fake.RequestsByPath()["/v1/payouts"], "a manual account's payouts are not listed")
+}
+
+// TestListCurrentAgreesWithCurrent: ListCurrent answers for every payment of
+// the window what Current answers for it by id, a page of at most 100 at a
+// time, on an automatic and on a manual-payout account.
+func TestListCurrentAgreesWithCurrent(t *testing.T) {
+	fake, p := setup(t)
+	const manual = "acct_1CurrentManual"
+	fake.Account(manual).SetManualPayouts(2)
+	for i, acct := range []string{"", manual} {
+		a := fake.Account(acct)
+		a.Generate(stripefake.GenOptions{Payments: 260, Start: now.Add(-40 * 24 * time.Hour), End: now, Seed: int64(20 + i)})
+		lp := reconcile.ListParams{Account: acct, Since: now.Add(-40 * 24 * time.Hour), Until: now}
+		v := p.Verifier()
+		var pages []int
+		listed := map[string]reconcile.Current{}
+		require.NoError(t, v.ListCurrent(context.Background(), lp, func(cs []reconcile.Current) error {
+			pages = append(pages, len(cs))
+			for _, c := range cs {
+				require.NotContains(t, listed, c.ProviderID)
+				listed[c.ProviderID] = c
+			}
+			return nil
+		}))
+		require.Equal(t, []int{100, 100, 60}, pages, "account %q", acct)
+		ids := a.PaymentIDs()
+		cur, err := v.Current(context.Background(), reconcile.CurrentParams{Account: acct, IDs: ids})
+		require.NoError(t, err)
+		states := map[models.State]int{}
+		for i, id := range ids {
+			require.Equal(t, cur[i], listed[id], "account %q payment %s", acct, id)
+			states[cur[i].State]++
+		}
+		require.Positive(t, states[models.StateRefunded], "account %q: %v", acct, states)
+		require.Positive(t, states[models.StateCanceled], "account %q: %v", acct, states)
+		if acct == manual {
+			require.Positive(t, states[models.StateSettled], "a manual account settles by availability: %v", states)
+		}
+		stop := errors.New("stop")
+		require.ErrorIs(t, v.ListCurrent(context.Background(), lp, func([]reconcile.Current) error { return stop }), stop)
+	}
+}
