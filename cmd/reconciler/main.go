@@ -47,12 +47,13 @@ Usage:
   reconciler report  (--run ID | --last | --history N) [--format json|csv|md|html|text] [--output FILE]
   reconciler verify  [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
                      [--sample N | --all] [-o table|json]   re-fetch payments from the provider and compare
+  reconciler payouts --provider NAME [--account ID] --since T [--until T] [-o csv|json|text]   payouts against their lines and rows
   reconciler demo    [--payments N] [--seed S] [--db FILE] [--html FILE]   fake providers, local database
   reconciler version
 
 Times are RFC 3339 or dates (2026-11-01); durations are Go durations (24h, 90m).
 Exit codes: 0 finished, 1 failed, 2 usage or configuration error, 3 another run holds the lock,
-4 (verify) a payment differs from the provider and no drift item explains it.
+4 (verify) a payment differs from the provider and no drift item explains it; (payouts) a payout mismatches.
 Run "reconciler COMMAND -h" for a command's flags.
 `
 
@@ -91,6 +92,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		err = cmdDemo(ctx, args[1:], stdout, stderr, getenv)
 	case "verify":
 		return cmdVerifyMain(ctx, args[1:], stdout, stderr, getenv)
+	case "payouts":
+		return cmdPayoutsMain(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "reconciler %s\n", version)
 		return exitOK
