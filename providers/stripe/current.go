@@ -56,7 +56,9 @@ func (p *Provider) Verifier() *Verifier {
 	return &Verifier{p: p, payouts: map[payoutKey]*payoutView{}}
 }
 
-// Current implements reconcile.CurrentReader.
+// Current implements reconcile.CurrentReader. A payment ListCurrent already
+// read (cp.Listed) is not read again: only the local payout named for it is
+// checked.
 func (v *Verifier) Current(ctx context.Context, cp reconcile.CurrentParams) ([]reconcile.Current, error) {
 	out := make([]reconcile.Current, len(cp.IDs))
 	ctx, cancel := context.WithCancel(ctx)
@@ -78,7 +80,7 @@ func (v *Verifier) Current(ctx context.Context, cp reconcile.CurrentParams) ([]r
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			c, err := v.one(ctx, cp.Account, id, cp.Payouts[id])
+			c, err := v.one(ctx, cp.Account, id, cp.Payouts[id], cp.Listed)
 			if err != nil {
 				errMu.Lock()
 				if firstErr == nil {
@@ -102,8 +104,28 @@ func (v *Verifier) Current(ctx context.Context, cp reconcile.CurrentParams) ([]r
 }
 
 // one reads one PaymentIntent, its disputes when its charge is disputed,
-// and the local payout when one is named.
-func (v *Verifier) one(ctx context.Context, account, id, payout string) (reconcile.Current, error) {
+// and the local payout when one is named. A payment ListCurrent already read
+// (listed) is only completed with that payout.
+func (v *Verifier) one(ctx context.Context, account, id, payout string, listed map[string]reconcile.Current) (reconcile.Current, error) {
+	c, ok := listed[id]
+	if !ok {
+		var err error
+		if c, err = v.read(ctx, account, id); err != nil || !c.Found {
+			return c, err
+		}
+	}
+	if payout != "" {
+		pv, err := v.payout(ctx, account, payout)
+		if err != nil {
+			return reconcile.Current{}, err
+		}
+		applyPayout(&c, payout, pv)
+	}
+	return c, nil
+}
+
+// read reads one PaymentIntent by id and maps it (current).
+func (v *Verifier) read(ctx context.Context, account, id string) (reconcile.Current, error) {
 	sched, err := v.p.payoutSchedule(ctx, account)
 	if err != nil {
 		return reconcile.Current{}, err
@@ -118,18 +140,7 @@ func (v *Verifier) one(ctx context.Context, account, id, payout string) (reconci
 	if pi.ID != id {
 		return reconcile.Current{}, fmt.Errorf("get stripe payment intent %s: the answer is for %q", id, pi.ID)
 	}
-	c, err := v.current(ctx, account, sched, pi)
-	if err != nil {
-		return reconcile.Current{}, err
-	}
-	if payout != "" {
-		pv, err := v.payout(ctx, account, payout)
-		if err != nil {
-			return reconcile.Current{}, err
-		}
-		applyPayout(&c, payout, pv)
-	}
-	return c, nil
+	return v.current(ctx, account, sched, pi)
 }
 
 // currentExpansions are what verify expands of a PaymentIntent: its latest

@@ -450,3 +450,47 @@ func TestListCurrentAgreesWithCurrent(t *testing.T) {
 		require.ErrorIs(t, v.ListCurrent(context.Background(), lp, func([]reconcile.Current) error { return stop }), stop)
 	}
 }
+
+// TestCurrentCompletesListed: Current given the payments ListCurrent read
+// (CurrentParams.Listed) reads none of them again, checks only the local
+// payouts named, and answers what it answers reading them by id.
+func TestCurrentCompletesListed(t *testing.T) {
+	fake, p := setup(t)
+	a := fake.Account("")
+	a.Generate(stripefake.GenOptions{Payments: 150, Start: now.Add(-20 * 24 * time.Hour), End: now, Seed: 31})
+	v := p.Verifier()
+	listed := map[string]reconcile.Current{}
+	require.NoError(t, v.ListCurrent(context.Background(), reconcile.ListParams{Since: now.Add(-20 * 24 * time.Hour), Until: now},
+		func(cs []reconcile.Current) error {
+			for _, c := range cs {
+				listed[c.ProviderID] = c
+			}
+			return nil
+		}))
+	ids := a.PaymentIDs()
+	require.Len(t, listed, len(ids))
+	payouts := map[string]string{}
+	for id, x := range a.ExpectedAt(now) {
+		if x.PayoutID != "" {
+			payouts[id] = x.PayoutID
+		}
+	}
+	require.NotEmpty(t, payouts)
+	byID := func() int64 { return fake.RequestsByPath()["/v1/payment_intents/{id}"] }
+	before := byID()
+	got, err := p.Verifier().Current(context.Background(), reconcile.CurrentParams{IDs: ids, Payouts: payouts, Listed: listed})
+	require.NoError(t, err)
+	require.Equal(t, before, byID(), "no listed payment is read again")
+	want, err := p.Verifier().Current(context.Background(), reconcile.CurrentParams{IDs: ids, Payouts: payouts})
+	require.NoError(t, err)
+	require.Equal(t, before+int64(len(ids)), byID())
+	require.Equal(t, want, got)
+	settled := 0
+	for _, c := range got {
+		if c.State == models.StateSettled {
+			require.Equal(t, payouts[c.ProviderID], c.PayoutID)
+			settled++
+		}
+	}
+	require.Positive(t, settled, "the local payouts were checked")
+}
