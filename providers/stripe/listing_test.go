@@ -260,6 +260,45 @@ func TestListObjectsWindowBeforeNow(t *testing.T) {
 			require.NotEqual(t, models.StateRefunded, c.State, id)
 		}
 	}
+	// What it cost: a request per page of 100 payment intents, one for the
+	// disputes of each disputed charge read, one list of the window's
+	// payouts, refunds and disputes each, one page of balance transactions
+	// per payout read (under 100 charges each here), one request per older
+	// payment re-read, and the schedule.
+	window, rereads, disputedRead, payoutsRead := 0, map[string]bool{}, 0, map[string]bool{}
+	for id, in := range inWindow {
+		if in {
+			window++
+		}
+		if !in && (explained[id] || id == older || id == olderDisputed) {
+			for _, c := range got[id] {
+				if c.State.Valid() && c.State != models.StateSettled || c.NoticeKind != "" || c.Unknown {
+					rereads[id] = true // read again, not only settled by a payout
+				}
+			}
+		}
+	}
+	for id := range got {
+		if (inWindow[id] || rereads[id]) && disputed[id] {
+			disputedRead++
+		}
+	}
+	for _, d := range a.Deliveries() {
+		if d.EventType == "payout.paid" && !d.At.Before(since) && d.At.Before(until) {
+			payoutsRead[d.Facts[0].PayoutID] = true
+		}
+	}
+	by := fake.RequestsByPath()
+	require.Equal(t, int64((window+99)/100), by["/v1/payment_intents"], "pages of payment intents")
+	require.Equal(t, int64(1+disputedRead), by["/v1/disputes"], "the window's disputes and each disputed charge's")
+	require.Equal(t, int64(1), by["/v1/payouts"])
+	require.Equal(t, int64(1), by["/v1/refunds"])
+	require.Equal(t, int64(len(payoutsRead)), by["/v1/balance_transactions"], "one page per payout")
+	require.Equal(t, int64(len(rereads)), by["/v1/payment_intents/{id}"], "one read per older payment")
+	require.Equal(t, int64(1), by["/v1/account"])
+	require.Zero(t, by["/v1/payouts/{id}"], "no payout search per payment")
+	t.Logf("requests: %v for %d payments of the window, %d re-read, %d payouts", by, window, len(rereads), len(payoutsRead))
+
 	// The same payment read today shows what the listing left out.
 	now, err := p.Fetch(context.Background(), reconcile.FetchParams{ProviderIDs: []string{lateRefund}})
 	require.NoError(t, err)
