@@ -81,7 +81,8 @@ type Result struct {
 	// Lines counts the payout's lines (the payout's own Stripe balance
 	// transaction excluded); LinesNet is their net sum, Difference Amount -
 	// LinesNet (0 when they agree, also when GoCardless's rounding of a
-	// half-unit sum could go either way).
+	// half-unit sum could go either way, and when the payout is not judged:
+	// in progress or items unavailable).
 	Lines      int   `json:"lines"`
 	LinesNet   int64 `json:"lines_net"`
 	Difference int64 `json:"difference"`
@@ -156,7 +157,7 @@ func Check(provider, account string, po Payout, local Local) Result {
 	// currency unit"; a sum exactly half-way may round either way.
 	diff := po.Amount*scale - net
 	amountOK := 2*abs(diff) <= scale
-	if !amountOK {
+	if !amountOK && po.Listing == ListingComplete {
 		r.Difference = po.Amount - r.LinesNet
 	}
 
@@ -220,7 +221,7 @@ func Check(provider, account string, po Payout, local Local) Result {
 	case ListingInProgress:
 		r.Outcome = OutcomeInProgress
 		r.Counts, r.Findings = map[Problem]int{}, []Finding{}
-		r.Explanation = fmt.Sprintf("%s cannot be checked yet: %s (%s listed so far); %s; run this again once it is complete.",
+		r.Explanation = fmt.Sprintf("%s cannot be checked yet: %s, and lists %s so far; %s; run this again once it is complete.",
 			what, po.Note, nLines, rowsSaid)
 		return r
 	}

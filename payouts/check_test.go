@@ -241,8 +241,9 @@ func TestCheckUnjudged(t *testing.T) {
 	r = payouts.Check("stripe", "", po, agreeing())
 	require.Equal(t, payouts.OutcomeInProgress, r.Outcome)
 	require.False(t, r.Mismatch)
+	require.Zero(t, r.Difference, "not judged")
 	require.Empty(t, r.Findings)
-	require.Equal(t, "Payout po_1 of 999.99 GBP cannot be checked yet: Stripe is still assigning balance transactions to it (reconciliation_status in_progress) (1 balance transaction listed so far); 2 rows name it (15.00 GBP); run this again once it is complete.", r.Explanation)
+	require.Equal(t, "Payout po_1 of 999.99 GBP cannot be checked yet: Stripe is still assigning balance transactions to it (reconciliation_status in_progress), and lists 1 balance transaction so far; 2 rows name it (15.00 GBP); run this again once it is complete.", r.Explanation)
 }
 
 func TestCheckFindingsAreBounded(t *testing.T) {

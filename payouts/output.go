@@ -61,27 +61,47 @@ func Write(w io.Writer, format string, rep Report) error {
 	return err
 }
 
-// WriteCSV writes the header and one row per payout, in rep's order.
-// Amounts are in major units of the currency column (models.MajorUnits).
-func WriteCSV(w io.Writer, rep Report) error {
+// WriteCSV writes the header and one row per payout, each report's in its
+// order. Amounts are in major units of the currency column
+// (models.MajorUnits).
+func WriteCSV(w io.Writer, reps ...Report) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write(CSVHeader)
-	for _, r := range rep.Results {
-		_ = cw.Write(csvRow(r))
+	for _, rep := range reps {
+		for _, r := range rep.Results {
+			_ = cw.Write(csvRow(r))
+		}
 	}
 	cw.Flush()
 	return cw.Error()
 }
 
+// csvRow is one payout's row. A column that says nothing for the payout's
+// outcome is empty rather than a misleading zero: the lines' columns when
+// its items are unavailable, the difference and the row checks when it was
+// not judged (in progress, items unavailable).
 func csvRow(r Result) []string {
-	m := func(v int64) string { return models.MajorUnits(v, r.Currency) }
-	n := func(v int) string { return fmt.Sprint(v) }
+	judged := r.Outcome == OutcomeMismatch || r.Outcome == OutcomeReconciled
+	lines := r.Outcome != OutcomeItemsUnavailable
+	m := func(v int64, show bool) string {
+		if !show {
+			return ""
+		}
+		return models.MajorUnits(v, r.Currency)
+	}
+	n := func(v int, show bool) string {
+		if !show {
+			return ""
+		}
+		return fmt.Sprint(v)
+	}
 	return []string{cell(r.Provider), cell(r.Account), cell(r.PayoutID), string(r.Outcome), fmt.Sprint(r.Mismatch), cell(r.Status),
 		strings.ToUpper(r.Currency), r.Created.UTC().Format(time.RFC3339), r.ArrivalDate,
-		m(r.Amount), m(r.LinesNet), m(r.Difference), m(r.Charges), m(r.Refunds), m(r.Fees), m(r.Disputes), m(r.Other), n(r.Lines),
-		n(r.Payments), m(r.PaymentsAmount), n(r.RowsNaming), m(r.RowsAmount),
-		n(r.Counts[PaidElsewhere]), n(r.Counts[PaidUnrecorded]), n(r.Counts[PaidNoRow]), n(r.Counts[NotInPayout]), n(r.Counts[AmountDiffers]),
-		cell(r.Explanation)}
+		m(r.Amount, true), m(r.LinesNet, lines), m(r.Difference, judged), m(r.Charges, lines), m(r.Refunds, lines), m(r.Fees, lines),
+		m(r.Disputes, lines), m(r.Other, lines), n(r.Lines, lines), n(r.Payments, lines), m(r.PaymentsAmount, lines),
+		n(r.RowsNaming, true), m(r.RowsAmount, true),
+		n(r.Counts[PaidElsewhere], judged), n(r.Counts[PaidUnrecorded], judged), n(r.Counts[PaidNoRow], judged),
+		n(r.Counts[NotInPayout], judged), n(r.Counts[AmountDiffers], judged), cell(r.Explanation)}
 }
 
 // cell keeps a provider's text from being read as a spreadsheet formula
@@ -116,8 +136,15 @@ func writeText(buf *bytes.Buffer, rep Report) {
 		if arrival == "" {
 			arrival = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", oneLine(r.PayoutID), r.Outcome, arrival, models.Money(r.Amount, r.Currency),
-			models.Money(r.LinesNet, r.Currency), models.Money(r.Difference, r.Currency), r.Lines, r.Payments, r.RowsNaming)
+		net, diff, nl, np := models.Money(r.LinesNet, r.Currency), models.Money(r.Difference, r.Currency), fmt.Sprint(r.Lines), fmt.Sprint(r.Payments)
+		if r.Outcome == OutcomeItemsUnavailable {
+			net, nl, np = "-", "-", "-"
+		}
+		if r.Outcome != OutcomeMismatch && r.Outcome != OutcomeReconciled {
+			diff = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", oneLine(r.PayoutID), r.Outcome, arrival, models.Money(r.Amount, r.Currency),
+			net, diff, nl, np, r.RowsNaming)
 	}
 	_ = tw.Flush()
 	first := true

@@ -48,7 +48,7 @@ func NewStripePayouts(acct *stripefake.Account, now time.Time) *Payouts {
 	acct.Refund(pi1, 200, h(-90))
 	s.Reconciled = append(s.Reconciled, acct.Payout(h(-80), pay(5000, h(-85))))
 	acct.WithdrawDisputeFunds(acct.Dispute(pi2, h(-75)), h(-75))
-	s.Reconciled = append(s.Reconciled, acct.Payout(h(-70), pay(2100, h(-72))))
+	s.Reconciled = append(s.Reconciled, acct.Payout(h(-70), pay(6100, h(-72))))
 	s.WrongAmount = acct.Payout(h(-60), pay(4500, h(-62)))
 	acct.SetPayoutAmount(s.WrongAmount, 5000)
 	pi6, pi7 := pay(1800, h(-52)), pay(2200, h(-52))
