@@ -1,0 +1,608 @@
+package gocardless
+
+// Object listing (DESIGN section 3, path 3): a window older than the event
+// log, or any window on demand, read from GoCardless's payments, payouts
+// and refunds as they are now (docs/providers/gocardless.md, "Object
+// listing (path 3)").
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+var (
+	_ reconcile.ObjectLister  = (*Provider)(nil)
+	_ reconcile.CurrentLister = (*Verifier)(nil)
+)
+
+// payoutCacheSize bounds the payouts one listing keeps (a few hundred bytes
+// each): about four years of daily payouts, so that a payment's payout is
+// rarely read twice, and memory stays flat however long the window.
+const payoutCacheSize = 1024
+
+// ListObjects implements reconcile.ObjectLister. For the window [Since,
+// Until) it lists, as GoCardless shows them now and capped at Until:
+//
+//   - the payments created in the window (GET /payments?created_at…), each
+//     mapped as Fetch maps a payment whose events are not read, plus the
+//     facts its fields date: created at created_at, collected at its charge
+//     date, settled when its payout (links.payout, read with the window's
+//     payouts or by id) was created;
+//   - the payments created before the window that its refunds name (GET
+//     /refunds?created_at…) or its payouts paid out (GET /payouts?created_at…
+//     and their payment_paid_out items, GET /payout_items?payout=…), re-read
+//     by id (GET /payments/{id}) and mapped the same way.
+//
+// A fact dated at or after Until is left out, and amount_refunded counts
+// only the refunds created before Until. A payment's own events are not
+// read (a request a payment): its states are dated by its fields (inferred),
+// except that the newest failure of a failed Success+ payment is read, as
+// the stuck path and verify read it, to tell a failure GoCardless will retry.
+// Pages carry no events and no cursor; each is handed to fn before the next
+// is read. Memory stays flat: a payout cache and a filter of the window's
+// payment ids of fixed size. lp.Account, lp.After and lp.AfterAt are ignored.
+func (p *Provider) ListObjects(ctx context.Context, lp reconcile.ListParams, fn func(reconcile.Page) error) error {
+	if !lp.Since.Before(lp.Until) {
+		return nil
+	}
+	l := &lister{p: p, since: lp.Since.UTC(), until: lp.Until.UTC(), payouts: payoutCache{max: payoutCacheSize}}
+	// The window's payments come first: they fill the filter by which the
+	// payouts' items tell the payments created before the window.
+	if err := l.cachePayouts(ctx); err != nil {
+		return err
+	}
+	if err := l.listPayments(ctx, fn); err != nil {
+		return err
+	}
+	if err := l.listRefunds(ctx, fn); err != nil {
+		return err
+	}
+	return l.listPayouts(ctx, fn)
+}
+
+// ListCurrent implements reconcile.CurrentLister: the payments created in
+// [Since, Until) (GET /payments?created_at…, the provider's page size, 500
+// by default), each mapped exactly as Current maps it (with its payout's
+// status, and the failure of a Success+ payment read as Current reads it),
+// one page to fn at a time. lp.Account, lp.After and lp.AfterAt are ignored.
+func (v *Verifier) ListCurrent(ctx context.Context, lp reconcile.ListParams, fn func([]reconcile.Current) error) error {
+	if !lp.Since.Before(lp.Until) {
+		return nil
+	}
+	return v.p.list(ctx, "/payments", "payments", windowQuery(lp.Since, lp.Until, v.p.page), func(items []json.RawMessage) error {
+		out := make([]reconcile.Current, 0, len(items))
+		for _, raw := range items {
+			var pm currentPayment
+			if err := json.Unmarshal(raw, &pm); err != nil {
+				return fmt.Errorf("decode gocardless payment: %w", err)
+			}
+			c, err := v.current(ctx, pm)
+			if err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return fn(out)
+	})
+}
+
+// lister is one ListObjects call.
+type lister struct {
+	p            *Provider
+	since, until time.Time
+	payouts      payoutCache
+	// listed holds the payments created in the window, once listed.
+	listed idFilter
+}
+
+// idFilter is a Bloom filter of payment ids in a fixed megabyte, so that
+// memory stays flat however many payments a window holds: has never misses
+// an id added, and wrongly answers yes for about one id in 10^7 after
+// 100,000 ids, one in 50 after a million (idFilterBits, idFilterHashes). Its
+// hash is fixed (FNV-1a), so a rerun answers alike.
+type idFilter struct {
+	bits []uint64
+}
+
+const (
+	idFilterBits   = 1 << 23
+	idFilterHashes = 6
+)
+
+func (f *idFilter) positions(id string, each func(word int, bit uint64)) {
+	h := uint64(14695981039346656037) // FNV-1a, 64 bits
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint64(id[i])) * 1099511628211
+	}
+	h1, h2 := uint32(h), uint32(h>>32)|1
+	for i := range uint32(idFilterHashes) {
+		p := (h1 + i*h2) % idFilterBits
+		each(int(p/64), 1<<(p%64))
+	}
+}
+
+func (f *idFilter) add(id string) {
+	if f.bits == nil {
+		f.bits = make([]uint64, idFilterBits/64)
+	}
+	f.positions(id, func(w int, b uint64) { f.bits[w] |= b })
+}
+
+func (f *idFilter) has(id string) bool {
+	if f.bits == nil {
+		return false
+	}
+	in := true
+	f.positions(id, func(w int, b uint64) { in = in && f.bits[w]&b != 0 })
+	return in
+}
+
+// listedPayout is the part of a payout the listing reads.
+type listedPayout struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	Currency  string    `json:"currency"`
+	Status    string    `json:"status"` // pending, paid, bounced
+	raw       json.RawMessage
+}
+
+func decodePayout(raw json.RawMessage) (*listedPayout, error) {
+	var po listedPayout
+	if err := json.Unmarshal(raw, &po); err != nil {
+		return nil, fmt.Errorf("decode gocardless payout: %w", err)
+	}
+	po.raw = raw
+	return &po, nil
+}
+
+// payoutCache keeps the payouts read last, at most max of them (nil for a
+// payout GoCardless does not know).
+type payoutCache struct {
+	max  int
+	m    map[string]*listedPayout
+	ring []string // insertion order, for eviction
+	next int
+}
+
+func (c *payoutCache) get(id string) (*listedPayout, bool) {
+	po, ok := c.m[id]
+	return po, ok
+}
+
+func (c *payoutCache) put(id string, po *listedPayout) {
+	if c.m == nil {
+		c.m = map[string]*listedPayout{}
+	}
+	if _, ok := c.m[id]; !ok {
+		if len(c.ring) < c.max {
+			c.ring = append(c.ring, id)
+		} else {
+			delete(c.m, c.ring[c.next])
+			c.ring[c.next] = id
+			c.next = (c.next + 1) % len(c.ring)
+		}
+	}
+	c.m[id] = po
+}
+
+// windowQuery selects the objects created in [since, until), limit a page.
+func windowQuery(since, until time.Time, limit int) url.Values {
+	q := url.Values{}
+	q.Set("created_at[gte]", msCeil(since))
+	q.Set("created_at[lt]", msCeil(until))
+	q.Set("limit", strconv.Itoa(limit))
+	return q
+}
+
+// list pages through a GoCardless list (GET path with q; cursor after, null
+// on the last page) and calls each with the items under key of every page.
+// An error each returns is returned as it is.
+func (p *Provider) list(ctx context.Context, path, key string, q url.Values, each func([]json.RawMessage) error) error {
+	for {
+		var pg map[string]json.RawMessage
+		if err := p.get(ctx, path, q, &pg); err != nil {
+			return fmt.Errorf("list gocardless %s: %w", strings.TrimPrefix(path, "/"), err)
+		}
+		var items []json.RawMessage
+		if raw, ok := pg[key]; ok {
+			if err := json.Unmarshal(raw, &items); err != nil {
+				return fmt.Errorf("decode gocardless %s: %w", key, err)
+			}
+		}
+		var meta struct {
+			Cursors struct {
+				After *string `json:"after"`
+			} `json:"cursors"`
+		}
+		if raw, ok := pg["meta"]; ok {
+			if err := json.Unmarshal(raw, &meta); err != nil {
+				return fmt.Errorf("decode gocardless %s meta: %w", key, err)
+			}
+		}
+		if err := each(items); err != nil {
+			return err
+		}
+		if meta.Cursors.After == nil || *meta.Cursors.After == "" || len(items) == 0 {
+			return nil
+		}
+		q.Set("after", *meta.Cursors.After)
+	}
+}
+
+// emit hands a non-empty page to fn, its changes in provider-time order.
+func emit(page reconcile.Page, fn func(reconcile.Page) error) error {
+	if len(page.Changes) == 0 {
+		return nil
+	}
+	reconcile.SortChanges(page.Changes)
+	return fn(page)
+}
+
+// errCacheFull ends cachePayouts's list early.
+var errCacheFull = errors.New("payout cache full")
+
+// cachePayouts reads the window's payouts (newest first, as many as the
+// cache keeps), so that the payments' payouts are rarely read one by one.
+func (l *lister) cachePayouts(ctx context.Context) error {
+	err := l.p.list(ctx, "/payouts", "payouts", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
+		for _, raw := range items {
+			po, err := decodePayout(raw)
+			if err != nil {
+				return err
+			}
+			if len(l.payouts.m) >= l.payouts.max {
+				return errCacheFull
+			}
+			l.payouts.put(po.ID, po)
+		}
+		return nil
+	})
+	if errors.Is(err, errCacheFull) {
+		return nil
+	}
+	return err
+}
+
+// listPayouts finds the payments created before the window that the
+// window's payouts paid out (GET /payout_items?payout=…, the items of type
+// payment_paid_out) and re-reads them by id, one page of a payout's items at
+// a time; the window's own payments, which the payouts mostly paid, were
+// listed already (l.listed) and are not read again. Payout items exist for
+// payouts of the last six months only (410 Gone): the list is newest first,
+// so after the first payout whose items GoCardless does not serve, the older
+// ones' are not asked for.
+func (l *lister) listPayouts(ctx context.Context, fn func(reconcile.Page) error) error {
+	gone := false
+	return l.p.list(ctx, "/payouts", "payouts", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
+		for _, raw := range items {
+			po, err := decodePayout(raw)
+			if err != nil {
+				return err
+			}
+			if gone || po.CreatedAt.Before(l.since) || !po.CreatedAt.Before(l.until) {
+				continue
+			}
+			q := url.Values{}
+			q.Set("payout", po.ID)
+			q.Set("limit", strconv.Itoa(l.p.page))
+			var fnErr error // an error of fn or of a re-read, which ends the listing
+			err = l.p.list(ctx, "/payout_items", "payout_items", q, func(items []json.RawMessage) error {
+				var ids []string
+				for _, raw := range items {
+					var it struct {
+						Type  string `json:"type"`
+						Links struct {
+							Payment string `json:"payment"`
+						} `json:"links"`
+					}
+					if err := json.Unmarshal(raw, &it); err != nil {
+						return fmt.Errorf("decode gocardless payout item of %s: %w", po.ID, err)
+					}
+					if it.Type == "payment_paid_out" && it.Links.Payment != "" && !l.listed.has(it.Links.Payment) {
+						ids = append(ids, it.Links.Payment)
+					}
+				}
+				page, err := l.older(ctx, ids, "payout "+po.ID)
+				if err == nil {
+					err = emit(page, fn)
+				}
+				fnErr = err
+				return err
+			})
+			switch {
+			case fnErr != nil:
+				return fnErr // fn's, or a re-read's: not the items
+			case unsupported(err):
+				gone = true
+				l.p.log.Warn("gocardless serves no items for this payout (items exist for payouts of the last six months): the payments created before the window that it and older payouts paid out are not listed",
+					"payout_id", po.ID, "error", err)
+			case err != nil:
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// older re-reads payments the window's refunds or payouts (what, for the
+// messages) name and maps those created before the window; an id named
+// twice is read once.
+func (l *lister) older(ctx context.Context, ids []string, what string) (reconcile.Page, error) {
+	var page reconcile.Page
+	seen := make(map[string]bool, len(ids))
+	for _, pid := range ids {
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		pm, raw, found, err := l.p.getPayment(ctx, pid)
+		if err != nil {
+			return page, fmt.Errorf("read a payment of gocardless %s: %w", what, err)
+		}
+		if !found {
+			l.p.log.Warn("a payment the listing found is not found at gocardless", "found_by", what, "provider_id", pid)
+			continue
+		}
+		if !pm.CreatedAt.Before(l.since) {
+			continue // listed with the window's payments
+		}
+		cs, err := l.paymentChanges(ctx, pm, raw)
+		if err != nil {
+			return page, err
+		}
+		page.Changes = append(page.Changes, cs...)
+	}
+	return page, nil
+}
+
+// listPayments maps the payments created in the window, a page at a time.
+func (l *lister) listPayments(ctx context.Context, fn func(reconcile.Page) error) error {
+	return l.p.list(ctx, "/payments", "payments", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
+		var page reconcile.Page
+		for _, raw := range items {
+			var pm Payment
+			if err := json.Unmarshal(raw, &pm); err != nil {
+				return fmt.Errorf("decode gocardless payment: %w", err)
+			}
+			l.listed.add(pm.ID)
+			cs, err := l.paymentChanges(ctx, pm, raw)
+			if err != nil {
+				return err
+			}
+			page.Changes = append(page.Changes, cs...)
+		}
+		return emit(page, fn)
+	})
+}
+
+// listRefunds reads the payment of each refund created in the window and
+// maps those created before it, a page of refunds at a time; a payment
+// refunded twice in one page is read once (in two pages, twice: the changes
+// are the same). Refunds are few, so each payment is read to tell its age
+// exactly, the window's own ones included.
+func (l *lister) listRefunds(ctx context.Context, fn func(reconcile.Page) error) error {
+	return l.p.list(ctx, "/refunds", "refunds", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
+		var ids []string
+		for _, raw := range items {
+			var r Refund
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return fmt.Errorf("decode gocardless refund: %w", err)
+			}
+			if r.Links.Payment != "" {
+				ids = append(ids, r.Links.Payment)
+			}
+		}
+		page, err := l.older(ctx, ids, "refunds")
+		if err != nil {
+			return err
+		}
+		return emit(page, fn)
+	})
+}
+
+// paymentChanges reads what the listing needs beside the payment itself:
+// its refunds when it has any (to count those created before the window's
+// end), the newest failure of a failed Success+ payment, and its payout.
+func (l *lister) paymentChanges(ctx context.Context, pm Payment, raw json.RawMessage) ([]reconcile.Change, error) {
+	var refunds []Refund
+	refundsRead := true
+	if pm.AmountRefunded > 0 {
+		var err error
+		refunds, err = l.p.paymentRefunds(ctx, pm.ID)
+		if unsupported(err) {
+			l.p.log.Warn("gocardless did not list the payment's refunds; the listing says nothing of its amount_refunded", "provider_id", pm.ID, "error", err)
+			refunds, refundsRead, err = nil, false, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	var lastFailed *Event
+	if pm.Status == "failed" && pm.RetryIfPossible {
+		var err error
+		lastFailed, err = l.p.lastFailed(ctx, pm.ID)
+		if unsupported(err) {
+			l.p.log.Warn("gocardless did not list the payment's failed events; its failure counts as final", "provider_id", pm.ID, "error", err)
+			lastFailed, err = nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	var po *listedPayout
+	if pm.Links.Payout != "" {
+		var err error
+		if po, err = l.payout(ctx, pm.Links.Payout); err != nil {
+			return nil, err
+		}
+	}
+	return listedChanges(pm, raw, refunds, refundsRead, lastFailed, po, l.until), nil
+}
+
+// payout reads a payout once per listing (as long as the cache keeps it);
+// nil when GoCardless does not know it.
+func (l *lister) payout(ctx context.Context, id string) (*listedPayout, error) {
+	if po, ok := l.payouts.get(id); ok {
+		return po, nil
+	}
+	var r struct {
+		Payouts json.RawMessage `json:"payouts"`
+	}
+	if err := l.p.get(ctx, "/payouts/"+url.PathEscape(id), nil, &r); err != nil {
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+			return nil, fmt.Errorf("get gocardless payout %s: %w", id, err)
+		}
+		l.p.log.Warn("payout not found at gocardless; its payments' settlement is dated by their charge date", "payout_id", id)
+		l.payouts.put(id, nil)
+		return nil, nil
+	}
+	po, err := decodePayout(r.Payouts)
+	if err != nil {
+		return nil, err
+	}
+	if po.ID != id {
+		return nil, fmt.Errorf("get gocardless payout %s: the answer is for %q", id, po.ID)
+	}
+	l.payouts.put(id, po)
+	return po, nil
+}
+
+// settlement is the fact that payout po paid payment pid out: settled when
+// GoCardless created the payout (a payment is paid_out once "included in a
+// payout"; the paid_out event the event path dates it by is emitted with
+// it), and, for a payout that bounced, a conflict naming it, as the event
+// path reports a bounced_payout (the bounce's own time is not known).
+func settlement(pid string, po *listedPayout) []reconcile.Change {
+	c := stamped(reconcile.Change{ProviderID: pid, State: models.StateSettled, At: po.CreatedAt.UTC(), PayoutID: po.ID,
+		Currency: strings.ToLower(po.Currency), RawStatus: "paid_out", Inferred: true, Payload: po.raw})
+	out := []reconcile.Change{c}
+	if po.Status == "bounced" {
+		out = append(out, reconcile.Change{ProviderID: pid, At: c.At, RawStatus: "payout_bounced", Inferred: true, Payload: po.raw,
+			EventType: "reconciler.payout.bounced",
+			Revert:    fmt.Sprintf("Payout %s that paid this payment out shows status bounced at GoCardless (found by object listing, which cannot tell when it bounced; GoCardless can retry it); settled_at and payout_id still name it.", po.ID)})
+	}
+	return out
+}
+
+// listedChanges maps a payment the listing read, as of until. The payment's
+// status is mapped as Fetch maps it without its events (fetchedChanges),
+// with amount_refunded counting only the refunds created before until
+// (refunds, when refundsRead; otherwise nothing is said of it) and the
+// newest failure of a Success+ payment (lastFailed) telling whether
+// GoCardless retries it. Beside it, the facts its fields date: created at
+// created_at; collected (captured) at its charge date when it shows it was
+// collected (confirmed, paid_out, charged_back, or a payout); settled when
+// its payout po was created. A failure or chargeback of a collected payment
+// is dated no earlier than the collection and the payout, which it follows.
+// Every fact dated at or after until is left out; when that leaves out the
+// status's own fact, the latest fact kept carries amount_refunded.
+func listedChanges(pm Payment, raw json.RawMessage, refunds []Refund, refundsRead bool, lastFailed *Event, po *listedPayout, until time.Time) []reconcile.Change {
+	capped := pm
+	var before []Refund
+	var sum int64
+	later := false
+	for _, r := range refunds {
+		switch {
+		case r.Links.Payment != pm.ID:
+		case r.CreatedAt.Before(until):
+			before, sum = append(before, r), sum+r.Amount
+		default:
+			later = true
+		}
+	}
+	switch {
+	case !refundsRead:
+		capped.AmountRefunded = 0
+	case later:
+		capped.AmountRefunded = min(sum, pm.AmountRefunded)
+	}
+	var evs []Event
+	if lastFailed != nil {
+		evs = []Event{*lastFailed}
+	}
+	st := fetchedChanges(capped, raw, evs, before)
+
+	collected := pm.Links.Payout != "" || pm.Status == "confirmed" || pm.Status == "paid_out" || pm.Status == "charged_back"
+	collectedAt := pm.CreatedAt.UTC()
+	if d, err := time.Parse(time.DateOnly, pm.ChargeDate); err == nil && d.After(collectedAt) {
+		collectedAt = d.UTC()
+	}
+	latest := func(a, b time.Time) time.Time {
+		if b.After(a) {
+			return b
+		}
+		return a
+	}
+	switch {
+	case st.RawStatus == RawFailedWillRetry:
+		st.At = lastFailed.CreatedAt.UTC() // the failure's own time
+	case st.State == models.StateSettled && po != nil:
+		st.At = po.CreatedAt.UTC()
+		st = stamped(st)
+	case collected && ((st.State == models.StateFailed && lastFailed == nil) || st.State == models.StateChargeback):
+		st.At = latest(st.At, collectedAt)
+		if po != nil {
+			st.At = latest(st.At, po.CreatedAt.UTC())
+		}
+		st = stamped(st)
+	}
+	if st.AmountRefunded > 0 && st.RefundNote == "" {
+		st.RefundNote = refundMeaning
+	}
+
+	var out []reconcile.Change
+	add := func(c reconcile.Change) bool {
+		if !c.At.Before(until) {
+			return false
+		}
+		for _, o := range out {
+			if c.EventID != "" && o.EventID == c.EventID {
+				return true
+			}
+		}
+		out = append(out, c)
+		return true
+	}
+	kept := add(st)
+	base := reconcile.Change{ProviderID: pm.ID, Amount: pm.Amount, Currency: strings.ToLower(pm.Currency), Inferred: true, Payload: raw}
+	c := base
+	c.State, c.At, c.RawStatus = models.StateCreated, pm.CreatedAt.UTC(), "created"
+	add(stamped(c))
+	if collected {
+		c := base
+		c.State, c.At, c.RawStatus = models.StateCaptured, collectedAt, "confirmed"
+		add(stamped(c))
+	}
+	if po != nil {
+		for _, c := range settlement(pm.ID, po) {
+			c.Amount, c.Currency = base.Amount, base.Currency
+			add(c)
+		}
+	}
+	if !kept && st.AmountRefunded > 0 {
+		last := -1
+		for i, c := range out {
+			if c.State.Valid() && (last < 0 || !c.At.Before(out[last].At)) {
+				last = i
+			}
+		}
+		if last >= 0 {
+			out[last].AmountRefunded, out[last].RefundNote = st.AmountRefunded, refundMeaning
+		}
+	}
+	return out
+}
