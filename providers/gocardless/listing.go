@@ -67,6 +67,9 @@ func (p *Provider) ListObjects(ctx context.Context, lp reconcile.ListParams, fn 
 	if err := l.listRefunds(ctx, fn); err != nil {
 		return err
 	}
+	if err := l.listPaidOutEarlier(ctx, fn); err != nil {
+		return err
+	}
 	return l.listPayouts(ctx, fn)
 }
 
@@ -104,8 +107,12 @@ type lister struct {
 	p            *Provider
 	since, until time.Time
 	payouts      payoutCache
-	// listed holds the payments created in the window, once listed.
-	listed idFilter
+	// mapped holds the payments listed so far: those created in the
+	// window, and those created shortly before it that its payouts paid.
+	mapped idFilter
+	// windowPayouts is set when the cache holds every payout created in
+	// the window (cachePayouts read them all).
+	windowPayouts bool
 }
 
 // idFilter is a Bloom filter of payment ids in a fixed megabyte, so that
@@ -273,14 +280,71 @@ func (l *lister) cachePayouts(ctx context.Context) error {
 	if errors.Is(err, errCacheFull) {
 		return nil
 	}
+	l.windowPayouts = err == nil
 	return err
+}
+
+// earlierLookback is how long before the window listPaidOutEarlier lists
+// the payments the window's payouts may have paid out: a Bacs payment is
+// collected within about five working days of its submission and paid out
+// soon after, so two weeks cover nearly all; listPayouts re-reads the rest
+// one by one.
+const earlierLookback = 14 * 24 * time.Hour
+
+// listPaidOutEarlier lists the payments created in the two weeks before the
+// window (a page of 500 costs one request, where listPayouts would read
+// each by id) and maps those a payout created in the window paid out.
+func (l *lister) listPaidOutEarlier(ctx context.Context, fn func(reconcile.Page) error) error {
+	return l.p.list(ctx, "/payments", "payments", windowQuery(l.since.Add(-earlierLookback), l.since, l.p.page), func(items []json.RawMessage) error {
+		var page reconcile.Page
+		for _, raw := range items {
+			var pm Payment
+			if err := json.Unmarshal(raw, &pm); err != nil {
+				return fmt.Errorf("decode gocardless payment: %w", err)
+			}
+			if pm.Links.Payout == "" || !pm.CreatedAt.Before(l.since) {
+				continue
+			}
+			in, err := l.windowPayout(ctx, pm.Links.Payout)
+			if err != nil {
+				return err
+			}
+			if !in {
+				continue
+			}
+			l.mapped.add(pm.ID)
+			cs, err := l.paymentChanges(ctx, pm, raw)
+			if err != nil {
+				return err
+			}
+			page.Changes = append(page.Changes, cs...)
+		}
+		return emit(page, fn)
+	})
+}
+
+// windowPayout reports whether payout id was created in the window: from
+// the cache, which holds every such payout unless the window had more than
+// it keeps (then the payout is read by id).
+func (l *lister) windowPayout(ctx context.Context, id string) (bool, error) {
+	po, ok := l.payouts.get(id)
+	if !ok {
+		if l.windowPayouts {
+			return false, nil
+		}
+		var err error
+		if po, err = l.payout(ctx, id); err != nil {
+			return false, err
+		}
+	}
+	return po != nil && !po.CreatedAt.Before(l.since) && po.CreatedAt.Before(l.until), nil
 }
 
 // listPayouts finds the payments created before the window that the
 // window's payouts paid out (GET /payout_items?payout=…, the items of type
-// payment_paid_out) and re-reads them by id, one page of a payout's items at
-// a time; the window's own payments, which the payouts mostly paid, were
-// listed already (l.listed) and are not read again. Payout items exist for
+// payment_paid_out) and re-reads by id those not listed already (l.mapped:
+// the window's own payments, which the payouts mostly paid, and the ones
+// listPaidOutEarlier found), one page of a payout's items at a time. Payout items exist for
 // payouts of the last six months only (410 Gone): the list is newest first,
 // so after the first payout whose items GoCardless does not serve, the older
 // ones' are not asked for.
@@ -311,7 +375,7 @@ func (l *lister) listPayouts(ctx context.Context, fn func(reconcile.Page) error)
 					if err := json.Unmarshal(raw, &it); err != nil {
 						return fmt.Errorf("decode gocardless payout item of %s: %w", po.ID, err)
 					}
-					if it.Type == "payment_paid_out" && it.Links.Payment != "" && !l.listed.has(it.Links.Payment) {
+					if it.Type == "payment_paid_out" && it.Links.Payment != "" && !l.mapped.has(it.Links.Payment) {
 						ids = append(ids, it.Links.Payment)
 					}
 				}
@@ -377,7 +441,7 @@ func (l *lister) listPayments(ctx context.Context, fn func(reconcile.Page) error
 			if err := json.Unmarshal(raw, &pm); err != nil {
 				return fmt.Errorf("decode gocardless payment: %w", err)
 			}
-			l.listed.add(pm.ID)
+			l.mapped.add(pm.ID)
 			cs, err := l.paymentChanges(ctx, pm, raw)
 			if err != nil {
 				return err
