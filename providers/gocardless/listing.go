@@ -344,10 +344,10 @@ func (l *lister) windowPayout(ctx context.Context, id string) (bool, error) {
 // window's payouts paid out (GET /payout_items?payout=…, the items of type
 // payment_paid_out) and re-reads by id those not listed already (l.mapped:
 // the window's own payments, which the payouts mostly paid, and the ones
-// listPaidOutEarlier found), one page of a payout's items at a time. Payout items exist for
-// payouts of the last six months only (410 Gone): the list is newest first,
-// so after the first payout whose items GoCardless does not serve, the older
-// ones' are not asked for.
+// listPaidOutEarlier found), one page of a payout's items at a time.
+// Payout items exist for payouts of the last six months only (410 Gone):
+// the list is newest first, so after the first payout answered 410, the
+// older ones' items are not asked for.
 func (l *lister) listPayouts(ctx context.Context, fn func(reconcile.Page) error) error {
 	gone := false
 	return l.p.list(ctx, "/payouts", "payouts", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
@@ -386,10 +386,13 @@ func (l *lister) listPayouts(ctx context.Context, fn func(reconcile.Page) error)
 				fnErr = err
 				return err
 			})
+			var ae *APIError
 			switch {
 			case fnErr != nil:
-				return fnErr // fn's, or a re-read's: not the items
-			case unsupported(err):
+				return fnErr // fn's, or a re-read's: not the items'
+			case errors.As(err, &ae) && ae.Status == http.StatusGone:
+				// Documented to mean a payout older than six months; any
+				// other refusal fails the listing rather than drop payouts.
 				gone = true
 				l.p.log.Warn("gocardless serves no items for this payout (items exist for payouts of the last six months): the payments created before the window that it and older payouts paid out are not listed",
 					"payout_id", po.ID, "error", err)
