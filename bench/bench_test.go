@@ -7,6 +7,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -48,28 +49,44 @@ type result struct {
 	maxRSSKiB  int64
 }
 
-// runOnce reconciles a fresh account of about events events into an empty
-// schema (every payment missing locally, every event synthetic: the most
-// write-heavy case) and measures the binary.
-func runOnce(b *testing.B, events int, rps int, extra ...string) result {
+// world is a fresh fake Stripe account and an empty schema.
+type world struct {
+	db  *pgtest.DB
+	url string
+	now time.Time
+}
+
+// newWorld generates about events events (payments created over the last
+// six days, after one payment ten days ago: the anchor) into a fresh fake
+// account, closed when b ends.
+func newWorld(b *testing.B, events int) world {
 	b.Helper()
 	db := pgtest.New(b)
 	now := time.Now().UTC()
 	fake := stripefake.New(stripefake.Options{Seed: 1})
 	url := fake.Start()
-	defer fake.Close()
+	b.Cleanup(fake.Close)
 	acct := fake.Account("")
 	acct.CreatePayment(100, "gbp", false, now.Add(-10*24*time.Hour)) // history before the window: the anchor
 	payments := int(float64(events) / eventsPerPayment)
 	acct.Generate(stripefake.GenOptions{Payments: payments, Start: now.Add(-6 * 24 * time.Hour), End: now.Add(-time.Minute), Seed: 7})
+	return world{db: db, url: url, now: now}
+}
+
+// exec runs the binary with a config pacing Stripe at rps requests/s (0:
+// the default pacing) and returns its stdout, stderr and wall time.
+func (w world) exec(b *testing.B, rps int, args ...string) (stdout, stderr []byte, wall time.Duration) {
+	b.Helper()
 	cfg := filepath.Join(b.TempDir(), "config.yaml")
-	body := fmt.Sprintf("providers:\n  stripe:\n    requests_per_second: %d\nrun:\n  stuck_limit: -1\n", rps)
+	body := "run:\n  stuck_limit: -1\n"
+	if rps > 0 {
+		body = fmt.Sprintf("providers:\n  stripe:\n    requests_per_second: %d\n", rps) + body
+	}
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	args := append([]string{"run", "--config", cfg, "--since", now.Add(-7 * 24 * time.Hour).Format(time.RFC3339), "--format", "json"}, extra...)
-	cmd := exec.Command(binary, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + url}
+	cmd := exec.Command(binary, append([]string{args[0], "--config", cfg}, args[1:]...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + w.db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + w.url}
 	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE"} {
 		if v := os.Getenv(k); v != "" {
 			cmd.Env = append(cmd.Env, k+"="+v) // profiles of the binary (cmd/reconciler/profile.go)
@@ -80,17 +97,28 @@ func runOnce(b *testing.B, events int, rps int, extra ...string) result {
 	b.StartTimer()
 	start := time.Now()
 	err := cmd.Run()
-	wall := time.Since(start)
+	wall = time.Since(start)
 	b.StopTimer()
-	if err != nil {
-		b.Fatalf("run: %v\n%s", err, se.String())
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 4) {
+		b.Fatalf("%s: %v\n%s", args[0], err, se.String())
 	}
+	return so.Bytes(), se.Bytes(), wall
+}
+
+// runOnce reconciles a fresh account of about events events into an empty
+// schema (every payment missing locally, every event synthetic: the most
+// write-heavy case) and measures the binary.
+func runOnce(b *testing.B, events int, rps int, extra ...string) result {
+	b.Helper()
+	w := newWorld(b, events)
+	so, se, wall := w.exec(b, rps, append([]string{"run", "--since", w.now.Add(-7 * 24 * time.Hour).Format(time.RFC3339), "--format", "json"}, extra...)...)
 	var rep report.Report
-	if err := json.Unmarshal(so.Bytes(), &rep); err != nil {
+	if err := json.Unmarshal(so, &rep); err != nil {
 		b.Fatal(err)
 	}
 	res := result{wall: wall, run: rep.Runs[0]}
-	for _, line := range strings.Split(se.String(), "\n") {
+	for _, line := range strings.Split(string(se), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) != nil {
 			continue
@@ -106,6 +134,50 @@ func runOnce(b *testing.B, events int, rps int, extra ...string) result {
 		}
 	}
 	return res
+}
+
+// BenchmarkVerifySample is issue 15's finance check: `reconciler verify
+// --sample 1000` over a window of 50,000 payments, at the default pacing
+// (20 requests/s), after a run (pacing lifted) made the rows. It reports
+// the wall time and the requests verify made; the sampled payments are
+// read from the window's listing (100 a page) instead of one by one.
+func BenchmarkVerifySample(b *testing.B) {
+	payments := 50_000
+	if s := os.Getenv("BENCH_VERIFY_PAYMENTS"); s != "" {
+		payments, _ = strconv.Atoi(s)
+	}
+	b.StopTimer()
+	w := newWorld(b, int(float64(payments)*eventsPerPayment))
+	since := w.now.Add(-7 * 24 * time.Hour).Format(time.RFC3339)
+	w.exec(b, 1000, "run", "--since", since, "--format", "json")
+	var wall time.Duration
+	var out verifyOut
+	var last []byte
+	for range b.N {
+		so, _, d := w.exec(b, 0, "verify", "--since", since, "--sample", "1000", "-o", "json")
+		wall, last = d, so
+		if err := json.Unmarshal(so, &out); err != nil {
+			b.Fatalf("%v: %s", err, so)
+		}
+	}
+	var requests int64
+	if err := w.db.Raw(`SELECT api_requests FROM reconciliation_runs WHERE notes->>'command' = 'verify' ORDER BY id DESC LIMIT 1`).Scan(&requests).Error; err != nil {
+		b.Fatal(err)
+	}
+	if out.UpperBound == nil {
+		b.Fatalf("no bound printed: %+v\n%s", out, last)
+	}
+	b.ReportMetric(wall.Seconds(), "wall_s")
+	b.ReportMetric(float64(requests), "requests")
+	b.ReportMetric(float64(out.Population), "population")
+	b.ReportMetric(float64(out.Checked), "checked")
+	b.ReportMetric(100**out.UpperBound, "upper_bound_%")
+}
+
+type verifyOut struct {
+	Population int      `json:"population"`
+	Checked    int      `json:"checked"`
+	UpperBound *float64 `json:"upper_bound"`
 }
 
 func report1(b *testing.B, r result) {

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -686,10 +687,37 @@ func TestExaminedCountsEachPaymentOnceAcrossBatches(t *testing.T) {
 
 func TestWindowBeyondRetentionIsClampedAndSaysSo(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
-		res := e.run(func(o *reconcile.Options) { o.Since = now.Add(-45 * 24 * time.Hour) })
+		res := e.run(func(o *reconcile.Options) { o.Since, o.Mode = now.Add(-45*24*time.Hour), reconcile.ModeEvents })
 		require.True(t, res.Run.WindowStart.Equal(now.Add(-stripe.EventRetention)), "clamped to the horizon, got %v", res.Run.WindowStart)
 		require.Contains(t, string(res.Run.Notes), "clamped_from")
 		require.Contains(t, string(res.Run.Notes), "retention")
+	})
+}
+
+// Mode auto (the default) lists the part of the window older than the
+// event log instead of clamping it, and says so; mode listing lists it all.
+func TestWindowBeyondRetentionIsListed(t *testing.T) {
+	stores(t, func(t *testing.T, e *env) {
+		old := e.acct.CreatePayment(1000, "gbp", false, now.Add(-40*24*time.Hour))
+		e.acct.Capture(old, now.Add(-40*24*time.Hour).Add(time.Minute))
+		since := now.Add(-45 * 24 * time.Hour)
+		res := e.run(func(o *reconcile.Options) { o.Since = since })
+		require.True(t, res.Run.WindowStart.Equal(since), "not clamped, got %v", res.Run.WindowStart)
+		var notes map[string]any
+		require.NoError(t, json.Unmarshal(res.Run.Notes, &notes))
+		require.NotContains(t, notes, "clamped_from")
+		require.Equal(t, map[string]any{"since": since.Format(time.RFC3339), "until": now.Add(-stripe.EventRetention).Format(time.RFC3339),
+			"reason":       "older than the provider's event log, which begins at " + now.Add(-stripe.EventRetention).Format(time.RFC3339),
+			"api_requests": notes["listing"].(map[string]any)["api_requests"]}, notes["listing"])
+		require.Equal(t, map[string]any{"since": now.Add(-stripe.EventRetention).Format(time.RFC3339), "until": now.Format(time.RFC3339)}, notes["events"])
+		require.Equal(t, models.StateCaptured, e.payment(old).State, "the payment created 40 days ago was found by listing")
+
+		res = e.run(func(o *reconcile.Options) { o.Since, o.Mode = since, reconcile.ModeListing })
+		notes = nil
+		require.NoError(t, json.Unmarshal(res.Run.Notes, &notes))
+		require.Equal(t, now.Format(time.RFC3339), notes["listing"].(map[string]any)["until"])
+		require.NotContains(t, notes, "events")
+		require.Zero(t, res.Run.Repaired, "listing again repairs nothing")
 	})
 }
 

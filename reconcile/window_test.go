@@ -69,8 +69,8 @@ func TestRecordedFutureWindowIsNoCheckpoint(t *testing.T) {
 	})
 }
 
-// A window wholly before the provider's horizon would be clamped into an
-// inverted one: it is refused, no run row is written and nothing is
+// In mode events, a window wholly before the provider's horizon would be
+// clamped into an inverted one: it is refused, no run row is written and nothing is
 // repaired (the stuck path included).
 func TestWindowWhollyBeforeTheHorizonIsABadWindow(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
@@ -94,7 +94,7 @@ func TestWindowWhollyBeforeTheHorizonIsABadWindow(t *testing.T) {
 			{"since before 2000 (a sentinel, not a date)", time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), time.Time{}, "before 2000"},
 			{"until before 2000", time.Time{}, day(1999), "before 2000"},
 		} {
-			_, err := e.tryRun(func(o *reconcile.Options) { o.Since, o.Until, o.StuckLimit = c.since, c.until, 10 })
+			_, err := e.tryRun(func(o *reconcile.Options) { o.Since, o.Until, o.StuckLimit, o.Mode = c.since, c.until, 10, reconcile.ModeEvents })
 			require.ErrorIs(t, err, reconcile.ErrBadWindow, c.name)
 			require.Contains(t, err.Error(), c.says, c.name)
 		}
@@ -103,7 +103,7 @@ func TestWindowWhollyBeforeTheHorizonIsABadWindow(t *testing.T) {
 
 		// A window only partly before the horizon is still clamped, with a
 		// note; the lock of the refused runs was released.
-		res := e.run(func(o *reconcile.Options) { o.Since, o.StuckLimit = day(2006), 10 })
+		res := e.run(func(o *reconcile.Options) { o.Since, o.StuckLimit, o.Mode = day(2006), 10, reconcile.ModeEvents })
 		require.True(t, res.Run.WindowStart.Equal(horizon), "clamped to the horizon, got %v", res.Run.WindowStart)
 		require.Contains(t, string(res.Run.Notes), "clamped_from")
 		require.Equal(t, models.StateCanceled, e.payment(pi).State)

@@ -64,6 +64,9 @@ func Statement(r Report) string {
 	switch {
 	case r.Population == 0:
 		return "no payments in the window: nothing to check"
+	case r.Differing > 0 && unexplained == 0 && r.UpperBound != nil && !r.All:
+		return fmt.Sprintf("%s, each explained by a drift item: %s of the %s payments of the window have a difference no drift item explains (95%% confidence)",
+			found, Percent(*r.UpperBound), Count(r.Population))
 	case r.Differing > 0:
 		return fmt.Sprintf("%s (%s explained by a drift item, %s unexplained) among the %s payments of the window",
 			found, Count(r.Explained), Count(unexplained), Count(r.Population))

@@ -31,7 +31,9 @@ type Output struct {
 	// and each report has its own (samples of several windows are not one
 	// uniform sample of their union).
 	UpperBound *float64 `json:"upper_bound"`
-	Reports    []Report `json:"reports"`
+	// BoundOn is that report's BoundOn.
+	BoundOn string   `json:"bound_on,omitempty"`
+	Reports []Report `json:"reports"`
 	// Failed names the provider/account pairs that could not be verified.
 	Failed []string `json:"failed,omitempty"`
 }
@@ -53,9 +55,9 @@ func (o *Output) Add(r Report) {
 	o.Differing += r.Differing
 	o.Explained += r.Explained
 	o.Unexplained += r.Differing - r.Explained
-	o.UpperBound = nil
+	o.UpperBound, o.BoundOn = nil, ""
 	if len(o.Reports) == 1 {
-		o.UpperBound = r.UpperBound
+		o.UpperBound, o.BoundOn = r.UpperBound, r.BoundOn
 	}
 	o.OK = o.Unexplained == 0 && len(o.Failed) == 0
 }

@@ -138,11 +138,21 @@ type Report struct {
 	// share of the window's payments that may be wrong at 95% confidence
 	// (see UpperBound); null for --all and whenever a difference was found.
 	UpperBound *float64 `json:"upper_bound"`
+	// BoundOn says what UpperBound bounds: BoundWrong (payments that
+	// differ) or BoundUnexplained (payments with a difference no drift
+	// item explains, when the sample's differences are all explained).
+	BoundOn string `json:"bound_on,omitempty"`
 	// Statement says it in one sentence (see Statement).
 	Statement string `json:"statement"`
 
 	items []store.Item // the unexplained differences as drift items
 }
+
+// What an upper bound is on (Report.BoundOn).
+const (
+	BoundWrong       = "wrong"
+	BoundUnexplained = "unexplained"
+)
 
 // OK reports whether no difference is left unexplained.
 func (r Report) OK() bool { return len(r.Unexplained) == 0 }
@@ -247,9 +257,17 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		err = v.sample(ctx)
 	}
 	v.rep.Population = v.rep.InWindow
-	if err == nil && !o.All && v.rep.Differing == 0 {
+	if err == nil && !o.All && v.rep.Differing == v.rep.Explained {
+		// No unexplained difference in the sample: the bound is on the
+		// share of payments that differ (none found), or, when every
+		// difference found is explained by a drift item, on the share with
+		// a difference no item explains.
 		if b, _, ok := UpperBound(v.rep.Checked, v.rep.Population); ok {
 			v.rep.UpperBound = &b
+			v.rep.BoundOn = BoundWrong
+			if v.rep.Differing > 0 {
+				v.rep.BoundOn = BoundUnexplained
+			}
 		}
 	}
 	v.rep.Statement = Statement(v.rep)
@@ -360,18 +378,27 @@ func (v *verifier) allListed(ctx context.Context) (map[uint64]struct{}, error) {
 		if err != nil {
 			return err
 		}
+		// The rows of the window are checked here, with the listing; a row
+		// outside the window is not this verification's; a payment with no
+		// row at all is missing locally, unless it is still at created
+		// (nothing authorised or paid: no money is missing).
 		have := map[string]bool{}
+		inWindow := rows[:0]
 		for _, r := range rows {
 			have[r.ProviderID] = true
-			done[hashID(r.ProviderID)] = struct{}{}
+			if v.inWindow(r) {
+				inWindow = append(inWindow, r)
+				done[hashID(r.ProviderID)] = struct{}{}
+			}
 		}
-		v.rep.InWindow += len(ids)
+		rows = inWindow
 		var missing []string
 		for _, id := range ids {
-			if !have[id] {
+			if c := listed[id]; !have[id] && !(c.Found && !c.Unknown && c.State == models.StateCreated) {
 				missing = append(missing, id)
 			}
 		}
+		v.rep.InWindow += len(rows) + len(missing)
 		if err := v.missingLocally(ctx, missing, listed); err != nil {
 			return err
 		}
@@ -411,6 +438,13 @@ func (v *verifier) missingLocally(ctx context.Context, ids []string, listed map[
 		}
 	}
 	return nil
+}
+
+// inWindow reports whether a row belongs to the window: its
+// source_updated_at or settled_at lies in [Since, Until).
+func (v *verifier) inWindow(r models.Payment) bool {
+	in := func(t *time.Time) bool { return t != nil && !t.Before(v.o.Since) && t.Before(v.o.Until) }
+	return in(r.SourceUpdatedAt) || in(r.SettledAt)
 }
 
 func hashID(id string) uint64 {

@@ -145,7 +145,16 @@ func TestVerifyStripeRowsEqualToTheProviderHaveNoDifference(t *testing.T) {
 	require.Equal(t, int64(1), by["/v1/payouts/{id}"], "each payout read once for the whole verification")
 	require.Equal(t, int64(1), by["/v1/balance_transactions"], "its balance transactions listed once")
 	require.Equal(t, int64(2), by["/v1/disputes"], "disputes listed for the two disputed charges only")
-	require.Equal(t, int64(9), by["/v1/payment_intents/{id}"])
+	// The five created in the window are read from one list page; the
+	// four created before it by id.
+	require.Equal(t, int64(1), by["/v1/payment_intents"])
+	require.Equal(t, int64(4), by["/v1/payment_intents/{id}"])
+
+	// Read by id alone (NoListing), the same answer.
+	rep2 := w.run(t, verify.Options{All: true, NoListing: true})
+	require.Equal(t, rep.Checked, rep2.Checked)
+	require.Empty(t, rep2.Unexplained)
+	require.Equal(t, int64(4+9), w.fake.RequestsByPath()["/v1/payment_intents/{id}"])
 }
 
 func TestVerifyStripeRefundedLocallyCapturedAtTheProvider(t *testing.T) {
@@ -591,4 +600,42 @@ func TestVerifyReadsThroughOptionsStore(t *testing.T) {
 	require.Equal(t, 3, rep.Checked)
 	require.Equal(t, 5, rep.InWindow)
 	require.Equal(t, 6, st.pages)
+}
+
+// verify --all lists the provider's payments created in the window: one
+// with money and no local row is a difference ("found": missing locally),
+// recorded as a missing_local item; one still at created (nothing
+// authorised or paid) is none.
+func TestVerifyAllFindsPaymentsMissingLocally(t *testing.T) {
+	t.Parallel()
+	w := newStripeWorld(t)
+	a := w.acct
+	known := a.CreatePayment(1000, "gbp", false, w.ago(3*time.Hour))
+	a.Capture(known, w.ago(3*time.Hour))
+	seed(t, w.db, stripe.Name, known, models.StateCaptured, 1000, 0)
+	missing := a.CreatePayment(2500, "gbp", false, w.ago(2*time.Hour))
+	a.Capture(missing, w.ago(2*time.Hour))
+	a.CreatePayment(700, "gbp", true, w.ago(time.Hour)) // at requires_payment_method: no money
+
+	rep := w.run(t, verify.Options{All: true, Record: true})
+	require.Equal(t, 2, rep.InWindow)
+	require.Equal(t, 2, rep.Checked)
+	require.Equal(t, []verify.Difference{{ProviderID: missing, Field: verify.FieldFound, Local: "missing", Provider: "captured (succeeded)"}}, rep.Unexplained)
+	var items []models.DriftItem
+	require.NoError(t, w.db.Where("run_id = ?", rep.RunID).Find(&items).Error)
+	require.Len(t, items, 1)
+	require.Equal(t, models.KindMissingLocal, items[0].Kind)
+	require.Equal(t, models.ActionReported, items[0].Action)
+
+	// Sampled verification draws from the local rows: the missing one is
+	// not in its population.
+	rep = w.run(t, verify.Options{Sample: 10})
+	require.Equal(t, 1, rep.InWindow)
+	require.Empty(t, rep.Unexplained)
+
+	// A run that left an item for it explains it.
+	driftItem(t, w.db, stripe.Name, missing, models.KindUnknownStatus, models.ActionReported)
+	rep = w.run(t, verify.Options{All: true})
+	require.Empty(t, rep.Unexplained)
+	require.Equal(t, 1, rep.Explained)
 }
