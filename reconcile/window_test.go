@@ -94,7 +94,9 @@ func TestWindowWhollyBeforeTheHorizonIsABadWindow(t *testing.T) {
 			{"since before 2000 (a sentinel, not a date)", time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), time.Time{}, "before 2000"},
 			{"until before 2000", time.Time{}, day(1999), "before 2000"},
 		} {
-			_, err := e.tryRun(func(o *reconcile.Options) { o.Since, o.Until, o.StuckLimit, o.Mode = c.since, c.until, 10, reconcile.ModeEvents })
+			_, err := e.tryRun(func(o *reconcile.Options) {
+				o.Since, o.Until, o.StuckLimit, o.Mode = c.since, c.until, 10, reconcile.ModeEvents
+			})
 			require.ErrorIs(t, err, reconcile.ErrBadWindow, c.name)
 			require.Contains(t, err.Error(), c.says, c.name)
 		}
