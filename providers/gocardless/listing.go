@@ -455,11 +455,10 @@ func (l *lister) listPayments(ctx context.Context, fn func(reconcile.Page) error
 	})
 }
 
-// listRefunds reads the payment of each refund created in the window and
-// maps those created before it, a page of refunds at a time; a payment
-// refunded twice in one page is read once (in two pages, twice: the changes
-// are the same). Refunds are few, so each payment is read to tell its age
-// exactly, the window's own ones included.
+// listRefunds re-reads the payments created before the window whose refunds
+// were created in it (the window's own payments, listed already, are told
+// by l.mapped), a page of refunds at a time; a payment refunded twice in one
+// page is read once (in two pages, twice: the changes are the same).
 func (l *lister) listRefunds(ctx context.Context, fn func(reconcile.Page) error) error {
 	return l.p.list(ctx, "/refunds", "refunds", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
 		var ids []string
@@ -468,7 +467,7 @@ func (l *lister) listRefunds(ctx context.Context, fn func(reconcile.Page) error)
 			if err := json.Unmarshal(raw, &r); err != nil {
 				return fmt.Errorf("decode gocardless refund: %w", err)
 			}
-			if r.Links.Payment != "" {
+			if r.Links.Payment != "" && !l.mapped.has(r.Links.Payment) {
 				ids = append(ids, r.Links.Payment)
 			}
 		}
