@@ -36,7 +36,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	var f runFlags
 	var output, seed string
 	var sample int
-	var all bool
+	var all, byID bool
 	fs := newFlagSet("verify", stderr)
 	fs.StringVar(&f.config, "config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
 	fs.Var(&f.providers, "provider", "provider to verify (repeatable; default: every configured one)")
@@ -45,6 +45,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	fs.StringVar(&f.until, "until", "", "window end, exclusive (default: now)")
 	fs.IntVar(&sample, "sample", verify.DefaultSample, "check N payments of the window drawn at random")
 	fs.BoolVar(&all, "all", false, "check every payment of the window")
+	fs.BoolVar(&byID, "by-id", false, "read every payment by id, never by listing the window's payments (the default lists them when that costs fewer requests)")
 	fs.StringVar(&seed, "seed", "", "seed of the random sample, to repeat one (default: from the clock; printed in the summary)")
 	fs.StringVar(&output, "o", "table", "output: table or json")
 	fs.StringVar(&output, "output", "table", "output: table or json (same as -o)")
@@ -119,7 +120,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 			return false, err
 		}
 		jseed := seedN + uint64(i)
-		o := verify.Options{DB: db, Store: st, Provider: j.Provider, Account: j.Account, Reader: reader, Since: since, Until: until,
+		o := verify.Options{DB: db, Store: st, Provider: j.Provider, Account: j.Account, Reader: reader, Since: since, Until: until, NoListing: byID,
 			All: all, Seed: &jseed, Record: true, Source: p}
 		if !all {
 			o.Sample = sample

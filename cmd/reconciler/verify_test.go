@@ -218,7 +218,7 @@ func TestVerifySampleBoundOverABiggerWindow(t *testing.T) {
 
 	// Which payments a seed checks: the fake counts each PaymentIntent read.
 	before1 := paths()["/v1/payment_intents/{id}"]
-	r = cli(t, w.env, "verify", "--sample", "20", "--seed", seed, "-o", "json")
+	r = cli(t, w.env, "verify", "--sample", "20", "--seed", seed, "-o", "json", "--by-id")
 	require.Equal(t, 0, r.code, r.stderr)
 	var out verifyJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
