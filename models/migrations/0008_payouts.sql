@@ -1,0 +1,4 @@
+-- Finance (issue 15): `reconciler payouts` reads, for each payout of a
+-- window, the rows that name it. Without an index each payout scans the
+-- payments table.
+CREATE INDEX IF NOT EXISTS payments_payout_idx ON payments (provider, payout_id) WHERE payout_id IS NOT NULL;
