@@ -683,24 +683,37 @@ func (e *engine) stream(ctx context.Context, w window) error {
 					orNone(c.EventID), c.ProviderID, c.At.UTC().Format(time.RFC3339), w.until.Format(time.RFC3339))
 			}
 		}
+		flush := func() error {
+			select {
+			case batches <- pending:
+			case <-rctx.Done():
+				return context.Cause(rctx)
+			}
+			pending, ids = Page{}, map[string]bool{}
+			return rctx.Err()
+		}
+		// A page naming more payments than a batch holds (a payout that
+		// paid 70,000 charges) is split: the earlier parts carry no cursor
+		// and no events, so a run stopped between them reads the page again.
+		for i, c := range p.Changes {
+			if !ids[c.ProviderID] && len(ids) >= e.o.BatchSize {
+				pending.Changes = slices.Clip(pending.Changes)
+				if err := flush(); err != nil {
+					return err
+				}
+				pending.Changes = make([]Change, 0, min(len(p.Changes)-i, 4*e.o.BatchSize))
+			}
+			ids[c.ProviderID] = true
+			pending.Changes = append(pending.Changes, c)
+		}
 		pending.Events = append(pending.Events, p.Events...)
-		pending.Changes = append(pending.Changes, p.Changes...)
 		if p.Cursor != "" {
 			pending.Cursor, pending.CursorAt = p.Cursor, p.CursorAt
-		}
-		for _, c := range p.Changes {
-			ids[c.ProviderID] = true
 		}
 		if len(ids) < e.o.BatchSize && rctx.Err() == nil {
 			return nil
 		}
-		select {
-		case batches <- pending:
-		case <-rctx.Done():
-			return context.Cause(rctx)
-		}
-		pending, ids = Page{}, map[string]bool{}
-		return rctx.Err()
+		return flush()
 	}
 	var err error
 	eventsSince := w.since
