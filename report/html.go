@@ -124,6 +124,7 @@ type htmlRun struct {
 	Provider, Account, Window, Started     string
 	Trigger, Status, StatusClass, Duration string
 	Mode, Error, Warning, MissRatio        string
+	ReadBy                                 string
 	DryRun                                 bool
 	Examined, InSync, Repaired, Refused    int64
 	Reported, Synthetic, EventsRead, API   int64
@@ -204,6 +205,7 @@ func runView(r RunReport) htmlRun {
 	if wn, ok := r.Notes["warning"].(string); ok {
 		v.Warning = wn
 	}
+	v.ReadBy = ReadBy(r.Notes)
 	items := append([]Item(nil), r.Items...)
 	sort.SliceStable(items, func(i, j int) bool { return priority(items[i]) < priority(items[j]) })
 	for _, it := range items {
@@ -821,6 +823,9 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 <dt>status</dt><dd><span class="badge {{.StatusClass}}">{{.Status}}</span></dd>
 <dt>duration</dt><dd>{{.Duration}}</dd>
 <dt>mode</dt><dd><span class="badge mode-{{.Mode}}">{{.Mode}}</span></dd>
+{{- if .ReadBy}}
+<dt>read</dt><dd>{{.ReadBy}}</dd>
+{{- end}}
 </dl>
 <ul class="stats">
 <li><span class="n">{{.Examined}}</span><span class="k">examined</span></li>

@@ -523,6 +523,27 @@ func writeCSVTotals(cw *csv.Writer, r RunReport) {
 	}
 }
 
+// ReadBy says how a run read its window when part of it was listed (the
+// notes "listing" and "events"); "" when the event log read it all.
+func ReadBy(notes map[string]any) string {
+	l, ok := notes["listing"].(map[string]any)
+	if !ok {
+		return ""
+	}
+	str := func(m map[string]any, k string) string { v, _ := m[k].(string); return v }
+	out := fmt.Sprintf("object listing for %s → %s", str(l, "since"), str(l, "until"))
+	if r := str(l, "reason"); r != "" {
+		out += " (" + r + ")"
+	}
+	if sk := str(l, "skipped"); sk != "" {
+		out += ", skipped: " + sk
+	}
+	if e, ok := notes["events"].(map[string]any); ok {
+		out += fmt.Sprintf("; the event log for %s → %s", str(e, "since"), str(e, "until"))
+	}
+	return out
+}
+
 // sideLabel says what a totals line is.
 func sideLabel(side string) string {
 	switch side {
@@ -558,6 +579,9 @@ func renderMD(out io.Writer, rep Report) error {
 		fmt.Fprintf(w, "| events read | %d |\n| synthetic events | %d |\n| webhook miss ratio | %.2f%% |\n| API requests | %d |\n", r.EventsRead, r.SyntheticEvents, 100*r.WebhookMissRatio, r.APIRequests)
 		if r.Error != nil {
 			fmt.Fprintf(w, "| error | %s |\n", mdCell(*r.Error))
+		}
+		if rb := ReadBy(r.Notes); rb != "" {
+			fmt.Fprintf(w, "| read | %s |\n", mdCell(rb))
 		}
 		if wn, ok := r.Notes["warning"].(string); ok {
 			fmt.Fprintf(w, "| warning | %s |\n", mdCell(wn))

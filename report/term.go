@@ -120,6 +120,14 @@ func (t *textWriter) run(r RunReport) {
 	if r.Error != nil {
 		t.printf("  %s %s\n", t.paint("1;31", "error:"), plain(*r.Error))
 	}
+	if rb := ReadBy(r.Notes); rb != "" {
+		for i, l := range Wrap("read "+plain(rb), TextWidth-4, 0) {
+			if i > 0 {
+				l = "  " + l
+			}
+			t.printf("  %s\n", l)
+		}
+	}
 	if wn, ok := r.Notes["warning"].(string); ok {
 		t.printf("  %s %s\n", t.paint("33", "warning:"), plain(wn))
 	}

@@ -78,6 +78,7 @@ func TestFinanceExamples(t *testing.T) {
 	require.Contains(t, page, "totals differ from the provider")
 	require.Less(t, strings.Index(page, "totals differ from the provider"), strings.Index(page, hand.ProviderID), "flagged before any item")
 	require.Contains(t, page, "as the provider has it")
+	require.Contains(t, page, "| read | object listing for 2026-07-01T00:00:00Z → 2026-09-01T00:00:00Z (older than the provider's event log, which begins at 2026-09-01T00:00:00Z); the event log for 2026-09-01T00:00:00Z → 2026-10-01T00:00:00Z |")
 	require.Contains(t, txt.String(), "200")
 	require.Contains(t, txt.String(), "(95% confidence)")
 }
