@@ -115,9 +115,12 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 			before, facts = cr.before, append(slices.Clip(cr.facts), facts...)
 		}
 		pl := Decide(before, facts)
-		if bits, ok := e.seen[idHash(id)]; ok && b.prev[id] == nil {
-			// The state the row was in sync with in an earlier batch is
-			// still shown by the window's log.
+		if bits, ok := e.seen[idHash(id)]; ok {
+			// The states earlier batches showed are still shown by the
+			// window's log, whether or not the payment is carried: what it
+			// carries are the facts from the batch it was first carried in
+			// on, not those of the batches before (a payout that settled it
+			// while it was in sync).
 			for r := range numRanks {
 				if bits&(1<<r) != 0 && pl.Shown[r].IsZero() {
 					pl.Shown[r] = time.Unix(1, 0)

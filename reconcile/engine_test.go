@@ -812,3 +812,41 @@ func TestResumeAfterInterruptionReadsOnlyTheRest(t *testing.T) {
 		e.verifyEvery()
 	}
 }
+
+// A state a fact showed in an earlier batch stays shown when the payment
+// is carried from a later batch on (here: settled by a payout read in one
+// batch, in sync; a dispute notice in a later batch makes it carried, and
+// the dispute's close comes in a third): the
+// local-ahead rule at the window's end must not call the settled row ahead
+// of a log that showed it.
+func TestStateShownInAnEarlierBatchStaysShown(t *testing.T) {
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.acct.CreatePayment(1000, "gbp", false, at(-20))
+		e.acct.Capture(pi, at(-20).Add(time.Minute))
+		var fillers []string
+		for i := range 5 {
+			f := e.acct.CreatePayment(500, "gbp", false, at(-19).Add(time.Duration(i)*time.Minute))
+			e.acct.Capture(f, at(-19).Add(time.Duration(i)*time.Minute+time.Second))
+			fillers = append(fillers, f)
+		}
+		e.acct.Payout(at(-10), append([]string{pi}, fillers...)...)
+		for i := range 5 { // events between the payout and the dispute: another batch
+			f := e.acct.CreatePayment(700, "gbp", false, at(-8).Add(time.Duration(i)*time.Minute))
+			e.acct.Capture(f, at(-8).Add(time.Duration(i)*time.Minute+time.Second))
+		}
+		dp := e.acct.Dispute(pi, at(-5))
+		for i := range 5 { // and between the dispute and its close
+			f := e.acct.CreatePayment(900, "gbp", false, at(-4).Add(time.Duration(i)*time.Minute))
+			e.acct.Capture(f, at(-4).Add(time.Duration(i)*time.Minute+time.Second))
+		}
+		e.acct.CloseDispute(dp, "won", at(-3))
+		e.deliver(func(_ int, d webhooksim.Delivery) bool { return d.At.Before(at(-9)) })
+		require.Equal(t, models.StateSettled, e.payment(pi).State)
+		res := e.run(func(o *reconcile.Options) { o.BatchSize = 2 })
+		for _, it := range e.items(res.Run.ID) {
+			if it.ProviderID == pi {
+				require.NotEqual(t, models.KindConflict, it.Kind, "the settled row is not ahead of the log: %s", it.Detail)
+			}
+		}
+	})
+}
