@@ -693,18 +693,26 @@ func (e *engine) stream(ctx context.Context, w window) error {
 			return rctx.Err()
 		}
 		// A page naming more payments than a batch holds (a payout that
-		// paid 70,000 charges) is split: the earlier parts carry no cursor
+		// paid 70,000 charges) is split, between payments: all of a
+		// payment's facts of the page stay in one batch (a refund and its
+		// failure are decided together). The earlier parts carry no cursor
 		// and no events, so a run stopped between them reads the page again.
-		for i, c := range p.Changes {
-			if !ids[c.ProviderID] && len(ids) >= e.o.BatchSize {
-				pending.Changes = slices.Clip(pending.Changes)
+		var order []string
+		byID := map[string][]Change{}
+		for _, c := range p.Changes {
+			if _, ok := byID[c.ProviderID]; !ok {
+				order = append(order, c.ProviderID)
+			}
+			byID[c.ProviderID] = append(byID[c.ProviderID], c)
+		}
+		for _, id := range order {
+			if !ids[id] && len(ids) >= e.o.BatchSize {
 				if err := flush(); err != nil {
 					return err
 				}
-				pending.Changes = make([]Change, 0, min(len(p.Changes)-i, 4*e.o.BatchSize))
 			}
-			ids[c.ProviderID] = true
-			pending.Changes = append(pending.Changes, c)
+			ids[id] = true
+			pending.Changes = append(pending.Changes, byID[id]...)
 		}
 		pending.Events = append(pending.Events, p.Events...)
 		if p.Cursor != "" {

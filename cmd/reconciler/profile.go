@@ -6,11 +6,14 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"time"
 )
 
 // startProfiles writes a CPU profile to $RECONCILER_CPUPROFILE and a heap
-// profile to $RECONCILER_MEMPROFILE (taken at the heap's largest sample
-// point: the end of the command) when they are set; the benchmarks use them.
+// profile to $RECONCILER_MEMPROFILE (the allocations of the whole command,
+// written at its end) when they are set, and with the latter the live heap
+// at its largest (sampled every 250 ms) to $RECONCILER_MEMPROFILE.peak; the
+// benchmarks use them.
 func startProfiles(getenv func(string) string) (stop func()) {
 	var cpu *os.File
 	if p := getenv("RECONCILER_CPUPROFILE"); p != "" {
@@ -18,7 +21,12 @@ func startProfiles(getenv func(string) string) (stop func()) {
 			cpu = f
 		}
 	}
+	done := make(chan struct{})
+	if p := getenv("RECONCILER_MEMPROFILE"); p != "" {
+		go peakHeap(p+".peak", done)
+	}
 	return func() {
+		close(done)
 		if cpu != nil {
 			pprof.StopCPUProfile()
 			_ = cpu.Close()
@@ -29,6 +37,31 @@ func startProfiles(getenv func(string) string) (stop func()) {
 				_ = pprof.Lookup("allocs").WriteTo(f, 0)
 				_ = f.Close()
 			}
+		}
+	}
+}
+
+// peakHeap writes the live heap's profile to path each time the heap in
+// use grows 5% past its largest so far, until done.
+func peakHeap(path string, done <-chan struct{}) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	var peak uint64
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapInuse < peak+peak/20 {
+			continue
+		}
+		peak = ms.HeapInuse
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			_ = f.Close()
 		}
 	}
 }

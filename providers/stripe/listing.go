@@ -174,12 +174,11 @@ func (p *Provider) listArrivedPayouts(ctx context.Context, f *fetcher, w span, f
 			p.log.Warn("stripe listed a payout the request excluded; skipped", "payout_id", po.ID, "arrival_date", po.ArrivalDate)
 			continue
 		}
-		cs, err := p.arrivedPayout(ctx, f.account, po)
+		err := p.arrivedPayout(ctx, f.account, po, func(c reconcile.Change) error {
+			out = append(out, c)
+			return flush(maxChangesPerPage)
+		})
 		if err != nil {
-			return err
-		}
-		out = append(out, cs...)
-		if err := flush(maxChangesPerPage); err != nil {
 			return err
 		}
 	}
@@ -194,7 +193,7 @@ func (p *Provider) listArrivedPayouts(ctx context.Context, f *fetcher, w span, f
 // makes each a conflict naming it. A payout not yet paid (pending,
 // in_transit) settles nothing yet; a status the mapping does not know is
 // logged, never guessed.
-func (p *Provider) arrivedPayout(ctx context.Context, account string, po *stripego.Payout) ([]reconcile.Change, error) {
+func (p *Provider) arrivedPayout(ctx context.Context, account string, po *stripego.Payout, emit func(reconcile.Change) error) error {
 	var typ string
 	switch po.Status {
 	case stripego.PayoutStatusPaid:
@@ -204,31 +203,26 @@ func (p *Provider) arrivedPayout(ctx context.Context, account string, po *stripe
 	case stripego.PayoutStatusCanceled:
 		typ = "payout.canceled"
 	case stripego.PayoutStatusPending, stripego.PayoutStatusInTransit:
-		return nil, nil
+		return nil
 	default:
 		p.log.Warn("stripe listed a payout in a status the mapping does not know; it settles nothing", "payout_id", po.ID, "status", po.Status)
-		return nil, nil
+		return nil
 	}
 	raw, err := json.Marshal(po)
 	if err != nil {
-		return nil, fmt.Errorf("encode payout %s: %w", po.ID, err)
+		return fmt.Errorf("encode payout %s: %w", po.ID, err)
 	}
 	lean := leanPayout{ID: po.ID, Reconciliation: string(po.ReconciliationStatus), Status: string(po.Status), ArrivalDate: po.ArrivalDate,
 		Manual: !po.Automatic || po.ReconciliationStatus == stripego.PayoutReconciliationStatusNotApplicable}
 	base := reconcile.Change{At: at(po.ArrivalDate), EventType: "reconciler." + typ, Inferred: true}
-	cs, err := p.payoutEvent(ctx, account, base, typ, lean)
-	if err != nil {
-		return nil, err
-	}
-	for i := range cs {
-		c := &cs[i]
+	return p.payoutEventEach(ctx, account, base, typ, lean, func(c reconcile.Change) error {
 		c.Inferred, c.Payload = true, raw
 		if c.State.Valid() {
 			c.EventID = reconcile.SyntheticEventID(c.ProviderID, c.State, c.At)
 		}
-		asOfUntil(c)
-	}
-	return cs, nil
+		asOfUntil(&c)
+		return emit(c)
+	})
 }
 
 // asOfUntil drops the refund view of a change read from a charge as it is

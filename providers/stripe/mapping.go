@@ -254,13 +254,26 @@ func chargeChange(base reconcile.Change, ch *leanCharge, vdate string) (reconcil
 // payoutChanges settles every charge whose balance transaction the payout
 // paid, at the time of the payout.paid event.
 func (p *Provider) payoutChanges(ctx context.Context, account string, base reconcile.Change, payout string) ([]reconcile.Change, error) {
+	var out []reconcile.Change
+	err := p.payoutChangesEach(ctx, account, base, payout, func(c reconcile.Change) error {
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// payoutChangesEach is payoutChanges handing each change to emit as its
+// page of balance transactions is read.
+func (p *Provider) payoutChangesEach(ctx context.Context, account string, base reconcile.Change, payout string, emit func(reconcile.Change) error) error {
 	params := &stripego.BalanceTransactionListParams{
 		ListParams: listParams(ctx, account, 100),
 		Payout:     stripego.String(payout),
 	}
 	params.AddExpand("data.source")
 	it := p.btIter(params)
-	var out []reconcile.Change
 	for it.Next() {
 		bt := it.Current().(*leanBT)
 		if bt.Source.Object != "charge" || bt.Source.PaymentIntent == "" {
@@ -278,17 +291,19 @@ func (p *Provider) payoutChanges(ctx context.Context, account string, base recon
 			c.Refunded, c.AmountRefunded = bt.Source.Refunded, capturedRefunds(&bt.Source.leanCharge, pinnedDate)
 			c.AmountCaptured = partialCapture(&bt.Source.leanCharge)
 		}
-		out = append(out, c)
+		if err := emit(c); err != nil {
+			return err
+		}
 	}
 	if err := it.Err(); err != nil {
 		if isManualPayoutRefusal(err) {
 			// A payout that did not say it was manual, but is.
 			p.log.Debug("manual payout: Stripe lists no balance transactions for it", "payout_id", payout)
-			return nil, nil
+			return nil
 		}
-		return nil, fmt.Errorf("list balance transactions of payout %s: %w", payout, translate(err))
+		return fmt.Errorf("list balance transactions of payout %s: %w", payout, translate(err))
 	}
-	return out, nil
+	return nil
 }
 
 // capturedRefunds is the part of a charge's amount_refunded that refunds

@@ -24,45 +24,55 @@ import (
 // balance availability (settleAvailable). payout.failed and payout.canceled
 // after paid make each payment it paid out a conflict naming it.
 func (p *Provider) payoutEvent(ctx context.Context, account string, base reconcile.Change, typ string, po leanPayout) ([]reconcile.Change, error) {
+	var out []reconcile.Change
+	err := p.payoutEventEach(ctx, account, base, typ, po, func(c reconcile.Change) error {
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// payoutEventEach is payoutEvent handing each change to emit as its
+// balance transaction is read, so that a payout of 70,000 charges is never
+// held whole (object listing streams it).
+func (p *Provider) payoutEventEach(ctx context.Context, account string, base reconcile.Change, typ string, po leanPayout, emit func(reconcile.Change) error) error {
 	if po.Manual {
 		p.log.Debug("manual payout: Stripe lists no balance transactions for it", "payout_id", po.ID, "event_id", base.EventID)
-		return nil, nil
+		return nil
 	}
 	switch typ {
 	case "payout.paid", "payout.reconciliation_completed":
 		if typ == "payout.paid" && po.Reconciliation == string(stripego.PayoutReconciliationStatusInProgress) {
 			p.log.Info("payout still being reconciled at Stripe: its list is read now and again at payout.reconciliation_completed", "payout_id", po.ID)
 		}
-		changes, err := p.payoutChanges(ctx, account, base, po.ID)
-		if typ == "payout.reconciliation_completed" {
-			// The settlement happened when the payout was paid, which this
-			// event does not say: its arrival_date is the nearest time the
-			// payout carries (inferred). A payout.paid of the run dates it
-			// instead (reconcile.Decide).
-			t := base.At
-			if po.ArrivalDate > 0 && po.ArrivalDate <= base.At.Unix() {
-				t = at(po.ArrivalDate)
-			}
-			for i := range changes {
-				changes[i].At, changes[i].Inferred = t, true
-			}
+		if typ == "payout.paid" {
+			return p.payoutChangesEach(ctx, account, base, po.ID, emit)
 		}
-		return changes, err
+		// The settlement happened when the payout was paid, which this
+		// event does not say: its arrival_date is the nearest time the
+		// payout carries (inferred). A payout.paid of the run dates it
+		// instead (reconcile.Decide).
+		t := base.At
+		if po.ArrivalDate > 0 && po.ArrivalDate <= base.At.Unix() {
+			t = at(po.ArrivalDate)
+		}
+		return p.payoutChangesEach(ctx, account, base, po.ID, func(c reconcile.Change) error {
+			c.At, c.Inferred = t, true
+			return emit(c)
+		})
 	case "payout.failed", "payout.canceled":
-		changes, err := p.payoutChanges(ctx, account, base, po.ID)
-		if err != nil {
-			return nil, err
-		}
 		status := strings.TrimPrefix(typ, "payout.")
-		for i := range changes {
-			c := &changes[i]
+		return p.payoutChangesEach(ctx, account, base, po.ID, func(c reconcile.Change) error {
 			c.State, c.PayoutID, c.View, c.ViewCurrent = models.StateNone, "", false, false
 			c.RawStatus = "payout_" + status
 			c.Revert = fmt.Sprintf("Payout %s that paid this payment out %s at Stripe after it was paid; settled_at and payout_id still name it.", po.ID, status)
-		}
-		return changes, nil
+			return emit(c)
+		})
 	}
-	return nil, nil
+	return nil
 }
 
 // manualPayoutMessage is the error Stripe answers when a balance
