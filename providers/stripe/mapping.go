@@ -251,22 +251,9 @@ func chargeChange(base reconcile.Change, ch *leanCharge, vdate string) (reconcil
 	return c, true
 }
 
-// payoutChanges settles every charge whose balance transaction the payout
-// paid, at the time of the payout.paid event.
-func (p *Provider) payoutChanges(ctx context.Context, account string, base reconcile.Change, payout string) ([]reconcile.Change, error) {
-	var out []reconcile.Change
-	err := p.payoutChangesEach(ctx, account, base, payout, func(c reconcile.Change) error {
-		out = append(out, c)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// payoutChangesEach is payoutChanges handing each change to emit as its
-// page of balance transactions is read.
+// payoutChangesEach settles every charge whose balance transaction the
+// payout paid, at the time of base (the payout.paid event), handing emit
+// each change as its page of balance transactions is read.
 func (p *Provider) payoutChangesEach(ctx context.Context, account string, base reconcile.Change, payout string, emit func(reconcile.Change) error) error {
 	params := &stripego.BalanceTransactionListParams{
 		ListParams: listParams(ctx, account, 100),

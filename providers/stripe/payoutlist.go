@@ -19,7 +19,7 @@ import (
 // GET /v1/payouts?created[gte]&created[lt], 100 a page, and each
 // automatic payout's balance transactions from
 // GET /v1/balance_transactions?payout=po_…&expand[]=data.source, 100 a
-// page, the request the settlement path makes (payoutChanges). A payout
+// page, the request the settlement path makes (payoutChangesEach). A payout
 // costs ceil(transactions / 100) requests, at least one; a manual payout
 // none (Stripe cannot list it).
 
