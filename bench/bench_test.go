@@ -89,7 +89,7 @@ func (w world) exec(b *testing.B, rps int, args ...string) (stdout, stderr []byt
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + w.db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + w.url}
 	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE"} {
 		if v := os.Getenv(k); v != "" {
-			cmd.Env = append(cmd.Env, k+"="+v) // profiles of the binary (cmd/reconciler/profile.go)
+			cmd.Env = append(cmd.Env, k+"="+v) // profiles of the binary (internal/profiling)
 		}
 	}
 	var so, se bytes.Buffer

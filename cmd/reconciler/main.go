@@ -16,6 +16,7 @@ import (
 	_ "time/tzdata" // the container has no zoneinfo; CRON_TZ and serve.time_zone need it
 
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/internal/profiling"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/runner"
 )
@@ -65,7 +66,7 @@ func main() {
 		// past it, so the process fits a small pod. GOMEMLIMIT overrides.
 		debug.SetMemoryLimit(64 << 20)
 	}
-	stopProfiles := startProfiles(os.Getenv)
+	stopProfiles := profiling.Start(os.Getenv)
 	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stopProfiles()
 	stop()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/internal/profiling"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
@@ -153,7 +154,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		req.Progress = runner.ProgressLine(stderr) // live progress on a terminal only
 	}
 	batch := svc.RunAll(ctx, fleet, req)
-	log.Info("process", "peak_rss_mib", peakRSSMiB())
+	log.Info("process", "peak_rss_mib", profiling.PeakRSSMiB())
 	if u := cfg.Metrics.PushgatewayURL; u != "" {
 		host, _ := os.Hostname()
 		if err := m.Push(context.WithoutCancel(ctx), u, fleet.PushInstance(host)); err != nil {

@@ -1,4 +1,7 @@
-package main
+// Package profiling is the binary's own profiles and peak memory, for the
+// benchmarks: $RECONCILER_CPUPROFILE, $RECONCILER_MEMPROFILE (and its
+// .peak), and the peak resident set the run logs.
+package profiling
 
 import (
 	"fmt"
@@ -9,12 +12,12 @@ import (
 	"time"
 )
 
-// startProfiles writes a CPU profile to $RECONCILER_CPUPROFILE and a heap
+// Start writes a CPU profile to $RECONCILER_CPUPROFILE and a heap
 // profile to $RECONCILER_MEMPROFILE (the allocations of the whole command,
 // written at its end) when they are set, and with the latter the live heap
 // at its largest (sampled every 250 ms) to $RECONCILER_MEMPROFILE.peak; the
 // benchmarks use them.
-func startProfiles(getenv func(string) string) (stop func()) {
+func Start(getenv func(string) string) (stop func()) {
 	var cpu *os.File
 	if p := getenv("RECONCILER_CPUPROFILE"); p != "" {
 		if f, err := os.Create(p); err == nil && pprof.StartCPUProfile(f) == nil {
@@ -66,10 +69,10 @@ func peakHeap(path string, done <-chan struct{}) {
 	}
 }
 
-// peakRSSMiB is the process's peak resident set (VmHWM, Linux), 0 when
+// PeakRSSMiB is the process's peak resident set (VmHWM, Linux), 0 when
 // unknown. A child's rusage cannot tell it: Linux carries the parent's peak
 // across fork and exec into it.
-func peakRSSMiB() float64 {
+func PeakRSSMiB() float64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
