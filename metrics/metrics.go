@@ -123,11 +123,7 @@ func (m *Metrics) Observe(res reconcile.Result, byStatus map[int]int64) {
 		m.drift.WithLabelValues(p, a, k.Kind, k.Action).Add(float64(n))
 	}
 	m.lastRunRefused.WithLabelValues(p, a).Set(float64(r.Refused))
-	ratio := 0.0
-	if r.EventsRead > 0 {
-		ratio = float64(r.SyntheticEvents) / float64(r.EventsRead)
-	}
-	m.missRatio.WithLabelValues(p, a).Set(ratio)
+	m.missRatio.WithLabelValues(p, a).Set(reconcile.MissRatio(r))
 	for code, n := range byStatus {
 		m.requests.WithLabelValues(p, strconv.Itoa(code)).Add(float64(n))
 	}

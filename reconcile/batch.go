@@ -248,6 +248,9 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 // wait for their fetch by id, and the run's totals.
 func (e *engine) committed(b *batch) {
 	e.count(b)
+	if b.page.listed {
+		e.listSynthetic += b.counts.Synthetic
+	}
 	for id, cr := range b.next {
 		h := idHash(id)
 		if prev := b.prev[id]; prev != nil && prev.drifted {

@@ -325,6 +325,7 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 		}
 		if l, ok := notes["listing"].(map[string]any); ok && e.listRequests > 0 {
 			l["api_requests"] = e.listRequests
+			l["synthetic_events"] = e.listSynthetic
 		}
 		run.Notes, _ = json.Marshal(notes)
 	}
@@ -529,8 +530,9 @@ type engine struct {
 	// totDiff holds the provider's side of each payment whose money
 	// differs from its row's, so that deciding it again replaces it.
 	totDiff map[uint64]Local
-	// listRequests are the requests the listed part cost.
-	listRequests int64
+	// listRequests are the requests the listed part cost, listSynthetic
+	// the synthetic events its facts recorded.
+	listRequests, listSynthetic int64
 	// stuckChecked and stuckRequests are what the stuck-payment path
 	// re-fetched and the requests it cost (bounded by StuckLimit).
 	stuckChecked, stuckRequests int64
@@ -672,6 +674,15 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	}()
 	var pending Page
 	ids := map[string]bool{}
+	flush := func() error {
+		select {
+		case batches <- pending:
+		case <-rctx.Done():
+			return context.Cause(rctx)
+		}
+		pending, ids = Page{listed: pending.listed}, map[string]bool{}
+		return rctx.Err()
+	}
 	add := func(p Page) error {
 		// A provider listing a fact after the window it was asked for is
 		// broken: applying it would stamp rows with a future time that
@@ -682,15 +693,6 @@ func (e *engine) stream(ctx context.Context, w window) error {
 				return fmt.Errorf("provider listed %s (payment %s) at %s, after the window's end %s: refusing the page",
 					orNone(c.EventID), c.ProviderID, c.At.UTC().Format(time.RFC3339), w.until.Format(time.RFC3339))
 			}
-		}
-		flush := func() error {
-			select {
-			case batches <- pending:
-			case <-rctx.Done():
-				return context.Cause(rctx)
-			}
-			pending, ids = Page{}, map[string]bool{}
-			return rctx.Err()
 		}
 		// A page naming more payments than a batch holds (a payout that
 		// paid 70,000 charges) is split, between payments: all of a
@@ -731,8 +733,15 @@ func (e *engine) stream(ctx context.Context, w window) error {
 			// Path 3 first: the listed part's facts are older than the log's.
 			e.log.Info("listing objects", "since", w.since, "until", w.listUntil)
 			before := e.o.Provider.Requests()
+			pending.listed = true
 			err = e.o.Provider.(ObjectLister).ListObjects(rctx, ListParams{Account: e.o.Account, Since: w.since, Until: w.listUntil}, add)
 			e.listRequests = e.o.Provider.Requests() - before
+			if err == nil && (len(pending.Changes) > 0 || len(pending.Events) > 0) {
+				// The listed part's last batch is its own: the log's pages
+				// that follow are not listed facts.
+				err = flush()
+			}
+			pending.listed = false
 		}
 	}
 	if err == nil && w.until.After(eventsSince) {
@@ -781,6 +790,23 @@ func (e *engine) stuck(ctx context.Context, now time.Time) error {
 		err = e.st.MarkChecked(ctx, e.provider, e.o.Account, ids, now)
 	}
 	return err
+}
+
+// MissRatio is a run's webhook miss ratio: the synthetic events recorded
+// for missed webhooks over the events read from the log. The facts a run
+// found by listing objects (its notes' listing.synthetic_events) are no
+// missed webhooks and are not counted. 0 when no event was read.
+func MissRatio(r models.Run) float64 {
+	if r.EventsRead <= 0 {
+		return 0
+	}
+	var notes struct {
+		Listing struct {
+			Synthetic int64 `json:"synthetic_events"`
+		} `json:"listing"`
+	}
+	_ = json.Unmarshal(r.Notes, &notes)
+	return float64(max(r.SyntheticEvents-notes.Listing.Synthetic, 0)) / float64(r.EventsRead)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -108,6 +108,9 @@ type Page struct {
 	// this page can be resumed after it.
 	Cursor   string
 	CursorAt time.Time
+	// listed marks a batch read by object listing (path 3): the synthetic
+	// events it records are listed facts, not missed webhooks.
+	listed bool
 }
 
 // ListParams selects the changes of one account in a window [Since, Until).

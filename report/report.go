@@ -19,6 +19,7 @@ import (
 
 	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
 )
 
 // Formats lists the formats Render accepts.
@@ -409,9 +410,7 @@ func Summary(r models.Run) RunReport {
 	if r.FinishedAt != nil {
 		rr.DurationSeconds = r.FinishedAt.Sub(r.StartedAt).Seconds()
 	}
-	if r.EventsRead > 0 {
-		rr.WebhookMissRatio = float64(r.SyntheticEvents) / float64(r.EventsRead)
-	}
+	rr.WebhookMissRatio = reconcile.MissRatio(r)
 	if len(r.Notes) > 0 {
 		var n map[string]any
 		if json.Unmarshal(r.Notes, &n) == nil && len(n) > 0 {
