@@ -100,7 +100,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 	}
 	var want []string
 	for _, id := range b.order {
-		if e.seen[idHash(id)]&carriedBit != 0 {
+		if e.seen[IDHash(id)]&carriedBit != 0 {
 			want = append(want, id)
 		}
 	}
@@ -115,7 +115,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 			before, facts = cr.before, append(slices.Clip(cr.facts), facts...)
 		}
 		pl := Decide(before, facts)
-		if bits, ok := e.seen[idHash(id)]; ok {
+		if bits, ok := e.seen[IDHash(id)]; ok {
 			// The states earlier batches showed are still shown by the
 			// window's log, whether or not the payment is carried: what it
 			// carries are the facts from the batch it was first carried in
@@ -225,7 +225,7 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	}
 	examined, drifted := int64(len(e.seen)), e.drifted
 	for _, id := range b.order {
-		if _, ok := e.seen[idHash(id)]; !ok {
+		if _, ok := e.seen[IDHash(id)]; !ok {
 			examined++
 		}
 		if prev := b.prev[id]; prev != nil && prev.drifted {
@@ -252,7 +252,7 @@ func (e *engine) committed(b *batch) {
 		e.listSynthetic += b.counts.Synthetic
 	}
 	for id, cr := range b.next {
-		h := idHash(id)
+		h := IDHash(id)
 		if prev := b.prev[id]; prev != nil && prev.drifted {
 			e.drifted--
 		}

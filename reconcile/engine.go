@@ -611,7 +611,7 @@ func (e *engine) unshown(ctx context.Context, w window, skip map[string]bool) ([
 		}
 		for _, r := range page {
 			st := e.ap.state(r.ProviderID, r.State)
-			bits, seen := e.seen[idHash(r.ProviderID)]
+			bits, seen := e.seen[IDHash(r.ProviderID)]
 			if seen && bits&(1<<rank(st)) == 0 && !skip[r.ProviderID] {
 				out = append(out, r.ProviderID)
 			}
@@ -645,7 +645,9 @@ func (e *engine) fetch(ctx context.Context, ids []string, now time.Time) ([]Chan
 	return kept, err
 }
 
-func idHash(id string) uint64 {
+// IDHash is the 64-bit FNV-1a hash by which a run (and verify) remembers
+// which payments it has seen, about 16 bytes a payment instead of the id.
+func IDHash(id string) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(id))
 	return h.Sum64()

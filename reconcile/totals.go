@@ -177,7 +177,7 @@ func (e *engine) count(b *batch) {
 		if e.o.DryRun {
 			row = b.befores[id]
 		}
-		h := idHash(id)
+		h := IDHash(id)
 		_, seen := e.seen[h]
 		if seen {
 			// Decided before: its earlier contribution is taken back. The

@@ -156,10 +156,7 @@ func totalsView(t *Totals) *htmlTotals {
 		v.ProviderNote = ""
 	}
 	for _, c := range t.Lines() {
-		m := money
-		if c.Side == "difference" {
-			m = signedMoney
-		}
+		m := c.format()
 		v.Rows = append(v.Rows, htmlCurrency{Currency: strings.ToUpper(c.Currency), Side: sideLabel(c.Side), Payments: c.Payments, Captured: m(c.Captured, c.Currency),
 			Refunded: m(c.Refunded, c.Currency), Disputed: m(c.Disputed, c.Currency), Settled: m(c.Settled, c.Currency)})
 	}

@@ -647,10 +647,7 @@ func mdTotals(w io.Writer, t *Totals) {
 	} else {
 		fmt.Fprint(w, "| currency | as | payments | captured | refunded | disputed | settled |\n|---|---|---:|---:|---:|---:|---:|\n")
 		for _, c := range t.Lines() {
-			m := money
-			if c.Side == "difference" {
-				m = signedMoney
-			}
+			m := c.format()
 			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s |\n", mdCell(strings.ToUpper(c.Currency)), sideLabel(c.Side), c.Payments, mdCell(m(c.Captured, c.Currency)),
 				mdCell(m(c.Refunded, c.Currency)), mdCell(m(c.Disputed, c.Currency)), mdCell(m(c.Settled, c.Currency)))
 		}

@@ -247,10 +247,10 @@ func (t *textWriter) totals(tt *Totals) {
 		rows := [][]string{{"CURRENCY", "AS", "PAYMENTS", "CAPTURED", "REFUNDED", "DISPUTED", "SETTLED"}}
 		for _, c := range tt.Lines() {
 			cur := plain(c.Currency)
-			m, side := money, c.Side
+			m, side := c.format(), c.Side
 			switch side {
 			case "difference":
-				m, side = signedMoney, "provider-rows"
+				side = "provider-rows"
 			case "":
 				side = "rows"
 			}

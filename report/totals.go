@@ -226,6 +226,14 @@ func measuredTotals(r models.Run) (*Totals, bool) {
 	return t, true
 }
 
+// format is how a totals line's amounts are written: a difference signed.
+func (c CurrencyTotals) format() func(int64, string) string {
+	if c.Side == "difference" {
+		return signedMoney
+	}
+	return money
+}
+
 // Lines are the totals as displayed: per currency the provider's side, the
 // rows' and the difference when measured, else the rows' alone.
 func (t *Totals) Lines() []CurrencyTotals {

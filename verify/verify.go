@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -388,7 +387,7 @@ func (v *verifier) allListed(ctx context.Context) (map[uint64]struct{}, error) {
 			have[r.ProviderID] = true
 			if v.inWindow(r) {
 				inWindow = append(inWindow, r)
-				done[hashID(r.ProviderID)] = struct{}{}
+				done[reconcile.IDHash(r.ProviderID)] = struct{}{}
 			}
 		}
 		rows = inWindow
@@ -447,12 +446,6 @@ func (v *verifier) inWindow(r models.Payment) bool {
 	return in(r.SourceUpdatedAt) || in(r.SettledAt)
 }
 
-func hashID(id string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(id))
-	return h.Sum64()
-}
-
 // page reads the window's next payments after id after, by id.
 func (v *verifier) page(ctx context.Context, after int64, limit int) ([]models.Payment, error) {
 	rows, err := v.o.Store.PaymentsInWindow(ctx, store.PaymentQuery{Provider: v.o.Provider, Account: v.o.Account,
@@ -485,7 +478,7 @@ func (v *verifier) all(ctx context.Context) error {
 		}
 		after = rows[len(rows)-1].ID
 		if done != nil {
-			rows = slices.DeleteFunc(rows, func(r models.Payment) bool { _, ok := done[hashID(r.ProviderID)]; return ok })
+			rows = slices.DeleteFunc(rows, func(r models.Payment) bool { _, ok := done[reconcile.IDHash(r.ProviderID)]; return ok })
 		}
 		v.rep.InWindow += len(rows)
 		if err := v.check(ctx, rows); err != nil {
