@@ -77,6 +77,13 @@ func newWorld(b *testing.B, events int) world {
 // the default pacing) and returns its stdout, stderr and wall time.
 func (w world) exec(b *testing.B, rps int, args ...string) (stdout, stderr []byte, wall time.Duration) {
 	b.Helper()
+	return w.execState(b, rps, nil, args...)
+}
+
+// execState is exec that also hands back the process's state (its CPU
+// times) when st is not nil.
+func (w world) execState(b *testing.B, rps int, st **os.ProcessState, args ...string) (stdout, stderr []byte, wall time.Duration) {
+	b.Helper()
 	cfg := filepath.Join(b.TempDir(), "config.yaml")
 	body := "run:\n  stuck_limit: -1\n"
 	if rps > 0 {
@@ -99,6 +106,9 @@ func (w world) exec(b *testing.B, rps int, args ...string) (stdout, stderr []byt
 	err := cmd.Run()
 	wall = time.Since(start)
 	b.StopTimer()
+	if st != nil {
+		*st = cmd.ProcessState
+	}
 	var exit *exec.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 4) {
 		b.Fatalf("%s: %v\n%s", args[0], err, se.String())

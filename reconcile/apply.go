@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/store"
@@ -111,6 +112,15 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		}
 	}
 	applied := map[string][]Step{}
+	// touched are the payments a statement of this batch may have changed:
+	// only they are read again afterwards; the others are as loaded.
+	touched := make(map[string]bool, len(inserts))
+	for _, r := range inserts {
+		touched[r.ProviderID] = true
+	}
+	for id := range todo {
+		touched[id] = true
+	}
 	for round := 0; ; round++ {
 		var steps []store.Step
 		for _, id := range b.order {
@@ -138,14 +148,23 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		if inserted[id] {
 			continue
 		}
-		if pl.RefundTo > 0 {
+		// A statement whose guard the row as loaded already fails is not
+		// sent (a rerun would send every payment's refund, settlement and
+		// capture again, for PostgreSQL to find nothing to do); a row a
+		// step of this batch moved is past what was loaded, and the
+		// statement's own guard decides.
+		row, moved := b.rows[id], len(applied[id]) > 0
+		if pl.RefundTo > 0 && (moved || row.AmountRefunded < pl.RefundTo && row.State != models.StateCanceled) {
 			refunds = append(refunds, store.Refund{ProviderID: id, Amount: pl.RefundTo})
+			touched[id] = true
 		}
-		if s := pl.Settlement; s != nil {
+		if s := pl.Settlement; s != nil && (moved || settlementChanges(row, s.At, s.PayoutID)) {
 			settles = append(settles, store.Settlement{ProviderID: id, At: s.At, PayoutID: s.PayoutID})
+			touched[id] = true
 		}
-		if pl.AmountCaptured > 0 {
+		if pl.AmountCaptured > 0 && (moved || row.AmountCaptured != pl.AmountCaptured) {
 			captures = append(captures, store.Capture{ProviderID: id, Amount: pl.AmountCaptured})
+			touched[id] = true
 		}
 	}
 	if err := tx.RaiseRefunds(ctx, a.provider, refunds); err != nil {
@@ -158,13 +177,22 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 	if err := tx.RecordCaptured(ctx, a.provider, captures); err != nil {
 		return nil, 0, err
 	}
-	after, err := a.load(ctx, tx, b.order)
+	var again []string
+	for _, id := range b.order {
+		if touched[id] {
+			again = append(again, id)
+		}
+	}
+	after, err := a.load(ctx, tx, again)
 	if err != nil {
 		return nil, 0, err
 	}
 	out := make(map[string]outcome, len(b.order))
 	for _, id := range b.order {
-		o := outcome{after: after[id], applied: applied[id], inserted: inserted[id]}
+		o := outcome{after: b.rows[id], applied: applied[id], inserted: inserted[id]}
+		if touched[id] {
+			o.after = after[id]
+		}
 		if o.inserted {
 			o.applied = []Step{*b.plans[id].Latest}
 		}
@@ -309,4 +337,13 @@ func setOf(ids []string) map[string]bool {
 		m[id] = true
 	}
 	return m
+}
+
+// settlementChanges mirrors the guard of store.Tx.RecordSettlements: a row
+// not yet settled, or settled earlier by another payout than the one named.
+func settlementChanges(row Local, at time.Time, payout string) bool {
+	if row.SettledAt == nil {
+		return true
+	}
+	return payout != "" && row.PayoutID != payout && !row.SettledAt.After(at)
 }

@@ -98,6 +98,7 @@ type Config struct {
 type Provider struct {
 	mode string
 	api  *client.API
+	be   *stripego.BackendImplementation // the API backend, for rawPage
 	tr   *transport.Transport
 	// shared is set when tr is shared: it counts this provider's requests
 	// (each logical request once; the shared transport counts retries).
@@ -156,7 +157,7 @@ func New(cfg Config) (*Provider, error) {
 	if strings.Contains(cfg.APIKey, "_test_") {
 		mode = "test"
 	}
-	return &Provider{mode: mode, api: api, tr: tr, shared: shared, page: cfg.PageSize, log: cfg.Logger}, nil
+	return &Provider{mode: mode, api: api, be: backend.(*stripego.BackendImplementation), tr: tr, shared: shared, page: cfg.PageSize, log: cfg.Logger}, nil
 }
 
 // Mode is "test" or "live", from the key.
@@ -251,7 +252,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		Types:        types(),
 	}
 	params.EndingBefore = stripego.String(anchor)
-	it := p.eventIter(params)
+	it := p.eventIter(params, true) // each event is mapped before the next page
 
 	var page reconcile.Page
 	flush := func() error {
@@ -329,7 +330,7 @@ func (p *Provider) anchor(ctx context.Context, account string, since int64) (str
 		CreatedRange: &stripego.RangeQueryParams{LesserThan: since},
 	}
 	params.Single = true
-	it := p.eventIter(params)
+	it := p.eventIter(params, false)
 	if it.Next() {
 		return it.Current().(*leanEvent).ID, nil
 	}
@@ -346,7 +347,7 @@ func (p *Provider) oldestIn(ctx context.Context, account string, since, until in
 		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since, LesserThan: until},
 		Types:        types(),
 	}
-	it := p.eventIter(params)
+	it := p.eventIter(params, false)
 	var last *leanEvent
 	for it.Next() {
 		last = it.Current().(*leanEvent)

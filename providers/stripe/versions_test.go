@@ -47,8 +47,8 @@ func event(t *testing.T, typ, version, obj string) *leanEvent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := parseEvent(val)
-	if err != nil {
+	ev := &leanEvent{raw: val.MarshalTo(nil)}
+	if err := parseEvent(val, ev); err != nil {
 		t.Fatal(err)
 	}
 	return ev

@@ -392,6 +392,38 @@ func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []s
 	if len(rows) == 0 {
 		return 0, nil
 	}
+	// Most of a night's events are recorded already (the webhooks came):
+	// ask which, and send only the others. Sending every payload for the
+	// conflict to discard made PostgreSQL parse and compare megabytes of
+	// JSON it then threw away (issue 16).
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.EventID
+	}
+	arg, err := sqlbase.JSON(ids)
+	if err != nil {
+		return 0, err
+	}
+	known, err := t.c.Strings(`SELECT w.event_id FROM webhook_events w
+		WHERE w.source = ? AND w.event_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))`, source, arg)
+	if err != nil {
+		return 0, fmt.Errorf("find recorded events: %w", err)
+	}
+	if len(known) > 0 {
+		have := make(map[string]bool, len(known))
+		for _, id := range known {
+			have[id] = true
+		}
+		left := make([]store.Event, 0, len(rows)-len(known))
+		for _, r := range rows {
+			if !have[r.EventID] {
+				left = append(left, r)
+			}
+		}
+		if rows = left; len(rows) == 0 {
+			return 0, nil
+		}
+	}
 	n, err := t.c.Int(`WITH ins AS (
 		INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at, synthetic, run_id)
 		SELECT ?, v.event_id, v.event_type, v.payload, coalesce(CAST(? AS timestamptz), now()), true, ?

@@ -219,7 +219,12 @@ func testRoundTrips(t *testing.T, e *env) {
 		require.NoError(t, err)
 		return tx.AddCounts(ctx, r.ID, store.Progress{})
 	}))
-	const statements = 15
+	statements := int64(15)
+	if e.o.Dialect == "postgres" {
+		// InsertEvents first asks which events are recorded already, so
+		// that their payloads are not sent again (issue 16).
+		statements++
+	}
 	require.Equal(t, start+2+statements, e.st.RoundTrips())
 	require.Equal(t, int64(2+statements), mine.Load(), "the caller's own count")
 
