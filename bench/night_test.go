@@ -228,5 +228,3 @@ func splitLines(b []byte) [][]byte {
 	}
 	return out
 }
-
-
