@@ -1,11 +1,16 @@
 package main_test
 
 import (
+	"bufio"
+	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
@@ -105,4 +110,48 @@ func TestDemoFlagsAreValidated(t *testing.T) {
 		require.Contains(t, r.stderr, tc.flag, tc.args)
 		require.Empty(t, r.stdout, tc.args)
 	}
+}
+
+// Ctrl-C in the middle of a reconciliation: the binary exits within a
+// second or two, with exit code 1 and a line saying it was interrupted, no
+// report and no HTML page. --progress says each phase on stderr, as a
+// terminal would show it.
+func TestDemoCtrlC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds 5,000 payments")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	page := filepath.Join(dir, "demo.html")
+	cmd := exec.Command(binary, "demo", "--progress", "--payments", "5000", "--html", page)
+	cmd.Dir, cmd.Env = dir, []string{"PATH=" + os.Getenv("PATH")}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	pipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "] reconciling Stripe") {
+			break
+		}
+	}
+	require.Contains(t, stderr.String(), "] seeding the local database with ", "a line per phase")
+	time.Sleep(300 * time.Millisecond) // into the run's batches
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	sent := time.Now()
+	rest, _ := io.ReadAll(pipe)
+	stderr.Write(rest)
+	err = cmd.Wait()
+	took := time.Since(sent)
+	t.Logf("exited %v after SIGINT", took)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, stderr.String())
+	require.Equal(t, 1, ee.ExitCode(), stderr.String())
+	require.Less(t, took, 2*time.Second, "Ctrl-C honoured within a second or two")
+	require.Contains(t, stderr.String(), "reconciler: demo interrupted: interrupt signal received")
+	require.NotContains(t, stderr.String(), "level=ERROR")
+	require.Empty(t, stdout.String(), "no report")
+	require.NoFileExists(t, page)
 }

@@ -56,6 +56,9 @@ type Options struct {
 	Color  bool
 	// Log receives the runs' logs; nil discards them.
 	Log *slog.Logger
+	// Progress, when set, is told each phase as it begins and each run's
+	// counts as they grow; nil says nothing.
+	Progress *Progress
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -110,6 +113,11 @@ func (o Options) Validate() error {
 // something else) are *OptionError and come before any output. A run that
 // fails is logged and the others still reported; Run then returns an error
 // naming the failed providers.
+//
+// When ctx is done, Run stops at once: seeding and reading the providers
+// stop, the batch each run has in flight is written, no report is made,
+// and the error is both ctx.Err() and its cause (the signal, for the
+// command).
 func Run(ctx context.Context, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -125,6 +133,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	started := o.Now()
 	log := o.Log
+	prog := o.Progress
+	prog.begin(o.Now)
+	defer prog.done()
 
 	htmlPath, err := filepath.Abs(o.HTMLPath)
 	if err != nil {
@@ -186,6 +197,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	// The fake providers, on loopback, with clocks at the real now.
+	prog.phase("generating %s payments on a fake Stripe and a fake GoCardless", report.Thousands(int64(o.Payments)))
 	so := scenario.Options{Payments: o.Payments, Seed: o.Seed, MissEvery: 10}
 	sf := stripefake.New(stripefake.Options{Seed: o.Seed})
 	stripeURL := sf.Start()
@@ -205,8 +217,12 @@ func Run(ctx context.Context, o Options) error {
 	// and payments only the stuck path finds, dated by their own events.
 	gb := scenario.NewGoCardlessBehaviour(gf, now)
 	log.Info("fake providers", "stripe", stripeURL, "gocardless", gcURL)
+	if err := ctx.Err(); err != nil {
+		return interrupted(ctx)
+	}
 
 	if rerun {
+		prog.phase("reading the kept database")
 		var stripeIDs []string
 		for _, a := range sb.Accounts() {
 			stripeIDs = append(stripeIDs, sf.Account(a).PaymentIDs()...)
@@ -219,17 +235,22 @@ func Run(ctx context.Context, o Options) error {
 			return optionErrorf("db", "%s holds a demo made with other --payments or --seed values (or one that did not finish); pass the same values or give a new file", dbPath)
 		}
 	} else {
+		deliveries := len(ss.Deliveries) + len(gs.Deliveries) + len(gb.Deliveries)
+		for _, ds := range sb.Deliveries {
+			deliveries += len(ds)
+		}
+		prog.phase("seeding the local database with %s webhook deliveries", report.Thousands(int64(deliveries)))
 		if err := ss.SeedLocal(ctx, db, now); err != nil {
-			return fmt.Errorf("seed the Stripe payments: %w", err)
+			return seedError(ctx, "Stripe", err)
 		}
 		if err := sb.SeedLocal(ctx, db, now); err != nil {
-			return fmt.Errorf("seed the Stripe payments: %w", err)
+			return seedError(ctx, "Stripe", err)
 		}
 		if err := gs.SeedLocal(ctx, db, now); err != nil {
-			return fmt.Errorf("seed the GoCardless payments: %w", err)
+			return seedError(ctx, "GoCardless", err)
 		}
 		if err := gb.SeedLocal(ctx, db, now); err != nil {
-			return fmt.Errorf("seed the GoCardless payments: %w", err)
+			return seedError(ctx, "GoCardless", err)
 		}
 	}
 
@@ -254,19 +275,27 @@ func Run(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		targets = append(targets, target{p: sp, account: a, stuck: true})
+		targets = append(targets, target{p: sp, title: title("Stripe", a), account: a, stuck: true})
 	}
 	// GoCardless's stuck path counts UK working days; two crafted payments
 	// are found only by it.
-	targets = append(targets, target{p: gp, stuck: true, stuckBefore: func(time.Time) time.Time { return gb.StuckBefore }})
-	ids, failed := reconcileAll(ctx, db, targets, since, now, log)
+	targets = append(targets, target{p: gp, title: title("GoCardless", ""), stuck: true, stuckBefore: func(time.Time) time.Time { return gb.StuckBefore }})
+	ids, failed := reconcileAll(ctx, db, targets, since, now, log, prog)
+	if ctx.Err() != nil {
+		return interrupted(ctx)
+	}
 	if len(ids) == 0 {
 		return fmt.Errorf("demo: no run was recorded (%s failed)", strings.Join(failed, ", "))
 	}
-	rep, err := report.Load(context.WithoutCancel(ctx), db, ids...)
+	prog.phase("writing the report")
+	rep, err := report.Load(ctx, db, ids...)
 	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx)
+		}
 		return err
 	}
+	prog.done() // the report starts on a line of its own
 
 	out := &terminal{w: o.Stdout, color: o.Color}
 	out.intro(o.Payments, o.Seed, dbPath, throwaway, rerun)
@@ -297,19 +326,31 @@ func Run(ctx context.Context, o Options) error {
 
 // reconcileAll runs one reconciliation per provider over [since, until) and
 // returns the ids of the runs recorded and the names of the providers whose
-// run failed (each failure logged). It stops early when ctx is done.
-func reconcileAll(ctx context.Context, db *gorm.DB, targets []target, since, until time.Time, log *slog.Logger) (ids []int64, failed []string) {
+// run failed (each failure logged). It stops early when ctx is done; a run
+// it stopped is no failure.
+func reconcileAll(ctx context.Context, db *gorm.DB, targets []target, since, until time.Time, log *slog.Logger, prog *Progress) (ids []int64, failed []string) {
 	for _, t := range targets {
+		if ctx.Err() != nil {
+			break
+		}
 		limit := -1
 		if t.stuck {
 			limit = 0 // the default
 		}
-		res, err := reconcile.Run(ctx, reconcile.Options{DB: db, Provider: t.p, Account: t.account, Since: since, Until: until,
-			Trigger: models.TriggerManual, TriggeredBy: Trigger, StuckLimit: limit, StuckBefore: t.stuckBefore, Logger: log})
+		prog.phase("reconciling %s", t.title)
+		o := reconcile.Options{DB: db, Provider: t.p, Account: t.account, Since: since, Until: until,
+			Trigger: models.TriggerManual, TriggeredBy: Trigger, StuckLimit: limit, StuckBefore: t.stuckBefore, Logger: log}
+		if prog != nil {
+			o.Progress = prog.run
+		}
+		res, err := reconcile.Run(ctx, o)
 		if res.Run.ID != 0 {
 			ids = append(ids, res.Run.ID)
 		}
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			log.Warn("run interrupted", "provider", t.p.Name(), "account", t.account, "run_id", res.Run.ID, "error", err)
+		case err != nil:
 			name := t.p.Name()
 			if t.account != "" {
 				name += "/" + t.account
@@ -317,17 +358,43 @@ func reconcileAll(ctx context.Context, db *gorm.DB, targets []target, since, unt
 			log.Error("run failed", "provider", t.p.Name(), "account", t.account, "run_id", res.Run.ID, "error", err)
 			failed = append(failed, name)
 		}
-		if ctx.Err() != nil {
-			break
-		}
 	}
 	return ids, failed
+}
+
+// title names a run's provider and account for the progress line.
+func title(provider, account string) string {
+	if account == "" {
+		return provider
+	}
+	return provider + " " + account
+}
+
+// interrupted is Run's error when ctx is done: it says ctx's cause (the
+// signal, for the command) and is both the cause and ctx.Err().
+func interrupted(ctx context.Context) error {
+	return &interruptedError{cause: context.Cause(ctx), err: ctx.Err()}
+}
+
+type interruptedError struct{ cause, err error }
+
+func (e *interruptedError) Error() string   { return "demo interrupted: " + e.cause.Error() }
+func (e *interruptedError) Unwrap() []error { return []error{e.cause, e.err} }
+
+// seedError is a failed seeding's error: interrupted when ctx is done
+// (the seeding's statements stop with it).
+func seedError(ctx context.Context, provider string, err error) error {
+	if ctx.Err() != nil {
+		return interrupted(ctx)
+	}
+	return fmt.Errorf("seed the %s payments: %w", provider, err)
 }
 
 // target is one run of the demo: a provider, one of its accounts, and
 // whether the stuck-payment path is on.
 type target struct {
 	p           reconcile.Provider
+	title       string // for the progress line
 	account     string
 	stuck       bool
 	stuckBefore func(now time.Time) time.Time // nil: the default threshold

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,4 +187,111 @@ func TestDemoItemsArePlain(t *testing.T) {
 		require.NotContains(t, expl, "\n", "%s %s: one paragraph", it.Provider, it.ProviderID)
 		require.True(t, strings.HasSuffix(strings.TrimSpace(expl), "."), "%s %s: a sentence: %q", it.Provider, it.ProviderID, expl)
 	}
+}
+
+// cancelOn is a progress writer that cancels the demo a moment after a
+// phase whose line contains phase begins, and says when.
+type cancelOn struct {
+	phase    string
+	after    time.Duration
+	cancel   context.CancelFunc
+	mu       sync.Mutex
+	lines    []string
+	canceled chan time.Time
+}
+
+func (c *cancelOn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lines = append(c.lines, string(b))
+	if strings.Contains(string(b), c.phase) {
+		time.AfterFunc(c.after, func() {
+			c.cancel()
+			c.canceled <- time.Now()
+		})
+		c.phase = "\x00" // once
+	}
+	return len(b), nil
+}
+
+// Ctrl-C is honoured within a second or two wherever it comes: while the
+// database is seeded, and in the middle of a reconciliation (the batch in
+// flight is written, nothing more); the error says the demo was
+// interrupted, nothing is reported and no HTML page is left behind.
+func TestDemoStopsSoonWhenCanceled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds 5,000 payments")
+	}
+	t.Parallel()
+	for _, c := range []struct{ phase string }{
+		{"seeding the local database"},
+		{"reconciling Stripe"},
+		{"reconciling GoCardless"},
+	} {
+		t.Run(c.phase, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := &cancelOn{phase: c.phase, after: 300 * time.Millisecond, cancel: cancel, canceled: make(chan time.Time, 1)}
+			o, out := options(t, t.TempDir())
+			o.DBPath, o.Payments = "", 5000
+			o.Progress = NewProgress(w, false)
+			err := Run(ctx, o)
+			returned := time.Now()
+			require.ErrorIs(t, err, context.Canceled)
+			require.Contains(t, err.Error(), "demo interrupted")
+			select {
+			case at := <-w.canceled:
+				took := returned.Sub(at)
+				t.Logf("returned %v after the cancel", took)
+				require.Less(t, took, 2*time.Second, "Ctrl-C honoured within a second or two")
+			default:
+				t.Fatalf("the demo ended before it was canceled: %v", w.lines)
+			}
+			require.Empty(t, out.String(), "no report")
+			require.NoFileExists(t, o.HTMLPath)
+		})
+	}
+}
+
+// The progress lines say each phase as it begins; a live terminal's line is
+// rewritten in place and always ended before anything else is written.
+func TestDemoProgress(t *testing.T) {
+	t.Parallel()
+	var plain bytes.Buffer
+	o, _ := options(t, t.TempDir())
+	o.DBPath = ""
+	o.Progress = NewProgress(&plain, false)
+	require.NoError(t, Run(context.Background(), o))
+	var phases []string
+	for _, l := range strings.Split(strings.TrimSuffix(plain.String(), "\n"), "\n") {
+		require.Regexp(t, `^\[ *\d+\.\ds\] `, l)
+		phases = append(phases, l[strings.Index(l, "] ")+2:])
+	}
+	require.Equal(t, []string{
+		"generating 40 payments on a fake Stripe and a fake GoCardless",
+		phases[1], // the deliveries' count depends on the generator
+		"reconciling Stripe",
+		"reconciling Stripe " + ManualAccount,
+		"reconciling Stripe " + NewerAccount,
+		"reconciling GoCardless",
+		"writing the report",
+	}, phases)
+	require.Regexp(t, `^seeding the local database with \d+ webhook deliveries$`, phases[1])
+	require.Len(t, o.Progress.Phases(), len(phases), "every phase timed")
+
+	var live bytes.Buffer
+	p := NewProgress(&live, true)
+	p.begin(time.Now)
+	p.phase("seeding")
+	p.drawn = time.Time{} // the next update draws at once
+	p.update("%d done", 3)
+	_, err := fmt.Fprintf(p, "level=WARN msg=careful\n")
+	require.NoError(t, err)
+	p.phase("reconciling")
+	p.done()
+	text := live.String()
+	require.Contains(t, text, "\r\033[K[  0.0s] seeding: 3 done\nlevel=WARN msg=careful\n", "a log line ends the progress line first")
+	require.Contains(t, text, "careful\n\r\033[K[  0.0s] seeding: 3 done (0.0s)\n", "a finished phase's line keeps its counts and says its time")
+	require.Regexp(t, `\r\033\[K\[  0\.0s\] reconciling \(0\.0s\)\n$`, text, "the last line is closed with its time")
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // openDB returns a migrated SQLite file in t's temporary directory.
-func openDB(t *testing.T) *gorm.DB {
+func openDB(t testing.TB) *gorm.DB {
 	t.Helper()
 	db, err := dbopen.SQLite(filepath.Join(t.TempDir(), "reconciler.db"))
 	require.NoError(t, err)
