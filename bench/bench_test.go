@@ -264,4 +264,6 @@ func BenchmarkRateLimited(b *testing.B) {
 	}
 	report1(b, r)
 	b.ReportMetric(float64(r.run.EventsRead)/r.wall.Seconds()/(100*rps), "fraction_of_ceiling")
+	// What the request count allows: the run's requests at R a second.
+	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
 }

@@ -105,7 +105,16 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		if inserted[id] {
 			continue
 		}
+		row := b.rows[id]
 		for _, st := range b.plans[id].Steps {
+			// A step to a state the row as loaded cannot reach is not sent:
+			// the guard refuses it now, and rows only move forward, so no
+			// writer racing this batch can make it pass (a rerun sent every
+			// payment's whole chain for the guard to refuse; issue 16). A
+			// reachable step is sent and the guard, with the times, decides.
+			if row.Exists && (row.State == st.To || !models.CanReach(row.State, st.To)) {
+				continue
+			}
 			if prev := b.prev[id]; prev == nil || !slices.Contains(prev.tried, stepKey(st)) {
 				todo[id] = append(todo[id], st)
 			}

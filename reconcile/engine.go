@@ -701,6 +701,21 @@ func (e *engine) stream(ctx context.Context, w window) error {
 		// payment's facts of the page stay in one batch (a refund and its
 		// failure are decided together). The earlier parts carry no cursor
 		// and no events, so a run stopped between them reads the page again.
+		if len(ids)+len(p.Changes) <= e.o.BatchSize {
+			// The page fits whatever its payments: no split to find.
+			for _, c := range p.Changes {
+				ids[c.ProviderID] = true
+			}
+			pending.Changes = append(pending.Changes, p.Changes...)
+			pending.Events = append(pending.Events, p.Events...)
+			if p.Cursor != "" {
+				pending.Cursor, pending.CursorAt = p.Cursor, p.CursorAt
+			}
+			if len(ids) < e.o.BatchSize && rctx.Err() == nil {
+				return nil
+			}
+			return flush()
+		}
 		var order []string
 		byID := map[string][]Change{}
 		for _, c := range p.Changes {

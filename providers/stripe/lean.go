@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
+	"sync"
 
 	stripego "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/form"
@@ -363,13 +362,16 @@ func (p *Provider) btIter(params *stripego.BalanceTransactionListParams) *stripe
 	})
 }
 
-// rawPage GETs one list page through stripe-go's backend, which still
-// authenticates, sets the version and Stripe-Account headers, and turns an
-// error status into a *stripego.Error, and hands the body, read once, to
-// parse. stripe-go's own Call runs encoding/json over every body before the
-// value's UnmarshalJSON sees it (a validating scan, then a skip of each
-// value): two full passes over a page the lean decoder then parses a third
-// time. On a rerun that was two thirds of the job's CPU (issue 16).
+// rawPage GETs one list page: the request is stripe-go's (NewRequest sets
+// the key, the version and Stripe-Account from the params), an error status
+// becomes stripe-go's *stripego.Error (ResponseToError), and the body, read
+// once, goes to parse. stripe-go's own Call runs encoding/json over every
+// body before the value's UnmarshalJSON sees it (a validating scan, then a
+// skip of each value): two full passes over a page the lean decoder then
+// parses a third time, two thirds of the job's CPU on a rerun (issue 16).
+// Its DoStreaming, which hands over the body, dereferences a nil response
+// when the transport fails (a canceled context), so the client is called
+// here; the transport below it paces and retries.
 func (p *Provider) rawPage(path, key string, sp *stripego.Params, q *form.Values, buf *bytes.Buffer, parse func([]byte) error) error {
 	if q != nil && !q.Empty() {
 		path += "?" + q.Encode()
@@ -378,8 +380,8 @@ func (p *Provider) rawPage(path, key string, sp *stripego.Params, q *form.Values
 	if err != nil {
 		return err
 	}
-	var res streamed
-	if err := p.be.DoStreaming(req, &bytes.Buffer{}, &res); err != nil {
+	res, err := p.be.HTTPClient.Do(req)
+	if err != nil {
 		return err
 	}
 	defer res.Body.Close()
@@ -389,32 +391,25 @@ func (p *Provider) rawPage(path, key string, sp *stripego.Params, q *form.Values
 	if _, err := buf.ReadFrom(res.Body); err != nil {
 		return fmt.Errorf("read %s: %w", req.URL.Path, err)
 	}
+	if res.StatusCode >= 400 {
+		return p.be.ResponseToError(res, buf.Bytes())
+	}
 	if err := parse(buf.Bytes()); err != nil {
 		return fmt.Errorf("decode %s: %w", req.URL.Path, err)
 	}
 	return nil
 }
 
-// streamed receives a streamed response's body.
-type streamed struct {
-	Body          io.ReadCloser
-	ContentLength int64
-}
-
-func (s *streamed) SetLastResponse(r *stripego.StreamingAPIResponse) {
-	s.Body = r.Body
-	s.ContentLength = -1
-	if v := r.Header.Get("Content-Length"); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			s.ContentLength = n
-		}
-	}
-}
+var btParsers = sync.Pool{New: func() any { return new(fastjson.Parser) }}
 
 // parse reads a page of balance transactions with fastjson, like the
 // events: a field of the wrong type is an error, never a silent zero.
 func (l *leanBTList) parse(b []byte) error {
-	var p fastjson.Parser
+	// A balance transaction is copied out whole (no value of the parser
+	// outlives the page), so parsers are reused: a fresh one grows its
+	// value cache from nothing for every page.
+	p := btParsers.Get().(*fastjson.Parser)
+	defer btParsers.Put(p)
 	v, err := p.ParseBytes(b)
 	if err != nil {
 		return err

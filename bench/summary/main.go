@@ -1,0 +1,132 @@
+// Command summary reads `go test -bench` output (make bench) on stdin and
+// prints each target of DESIGN section 9 and issue 16 beside its measured
+// figure: the median of the runs of the benchmark that measures it.
+//
+//	make bench      # runs the benchmarks, then this over their output
+//	go run ./bench/summary < bench.out
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// metrics are a benchmark's reported values by unit, one per run.
+type metrics map[string][]float64
+
+func parse(r io.Reader) (map[string]metrics, []string) {
+	out := map[string]metrics{}
+	var order []string
+	gomax := regexp.MustCompile(`-\d+$`)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := gomax.ReplaceAllString(f[0], "")
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue
+		}
+		m := out[name]
+		if m == nil {
+			m = metrics{}
+			out[name] = m
+			order = append(order, name)
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			m[f[i+1]] = append(m[f[i+1]], v)
+		}
+	}
+	return out, order
+}
+
+func median(vs []float64) float64 {
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// target is one line of the table: the benchmark and unit that measure it,
+// the bound, and whether the bound is a floor or a ceiling.
+type target struct {
+	what, bench, unit string
+	bound             float64
+	atLeast           bool
+}
+
+var targets = []target{
+	{"events/s, the month on an empty schema", "BenchmarkMonth/empty", "events/s", 20000, true},
+	{"events/s, the month, a tenth of webhooks missed", "BenchmarkMonth/missed_10pct", "events/s", 20000, true},
+	{"events/s, the month, a third missed", "BenchmarkMonth/missed_33pct", "events/s", 20000, true},
+	{"job CPU µs per event, the rerun", "BenchmarkMonth/rerun", "cpu_us/event", 20, false},
+	{"requests over what the method needs, the month", "BenchmarkMonth/missed_10pct", "requests/needed", 1.05, false},
+	{"under 20 requests/s, share of what the request count allows", "BenchmarkRateLimited", "fraction_of_allowed", 0.95, true},
+	{"times faster than stripe-sync-engine 0.48.5, the month", "BenchmarkPeer", "speedup", 10, true},
+	{"demo --payments 20000, seconds", "BenchmarkDemo/payments=20000", "s/op", 30, false},
+	{"peak RSS MiB, 10,000 events", "BenchmarkEndToEnd/events=10000", "peakRSS_MiB", 100, false},
+	{"peak RSS MiB, 100,000 events", "BenchmarkEndToEnd/events=100000", "peakRSS_MiB", 100, false},
+	{"peak RSS MiB, 1,000,000 events", "BenchmarkEndToEnd/events=1000000", "peakRSS_MiB", 100, false},
+	{"database round trips per payment", "BenchmarkEndToEnd/events=100000", "roundtrips/payment", 0.1, false},
+}
+
+func main() {
+	res, order := parse(os.Stdin)
+	fmt.Println("| target | bound | measured (median of runs) | runs | met |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, t := range targets {
+		vs := res[t.bench][t.unit]
+		if t.unit == "s/op" {
+			vs = nil
+			for _, ns := range res[t.bench]["ns/op"] {
+				vs = append(vs, ns/1e9)
+			}
+		}
+		op := "≤"
+		if t.atLeast {
+			op = "≥"
+		}
+		if len(vs) == 0 {
+			fmt.Printf("| %s | %s %g | not run | 0 | |\n", t.what, op, t.bound)
+			continue
+		}
+		m := median(vs)
+		met := m <= t.bound
+		if t.atLeast {
+			met = m >= t.bound
+		}
+		mark := "no"
+		if met {
+			mark = "yes"
+		}
+		fmt.Printf("| %s | %s %g | %.4g | %d | %s |\n", t.what, op, t.bound, m, len(vs), mark)
+	}
+	fmt.Println()
+	fmt.Println("Every benchmark's medians:")
+	for _, name := range order {
+		var units []string
+		for u := range res[name] {
+			units = append(units, u)
+		}
+		sort.Strings(units)
+		var parts []string
+		for _, u := range units {
+			parts = append(parts, fmt.Sprintf("%.4g %s", median(res[name][u]), u))
+		}
+		fmt.Printf("  %s: %s\n", name, strings.Join(parts, ", "))
+	}
+}
