@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +112,7 @@ func runMonth(b *testing.B, payments, missed int, rerun bool) month {
 	w, fake := monthWorld(b, payments, missed)
 	since := monthSince(w.now)
 	args := []string{"run", "--since", since.Format(time.RFC3339), "--until", w.now.Format(time.RFC3339), "--format", "json"}
+	args = append(args, strings.Fields(os.Getenv("BENCH_MONTH_ARGS"))...) // e.g. "--batch-size 4000"
 	if rerun {
 		w.exec(b, 1000, args...)
 	}
