@@ -36,9 +36,9 @@ type leanEvent struct {
 	raw        json.RawMessage
 }
 
-// leanEventList is a page of /v1/events, parsed once with fastjson (one
-// pass, no allocation per value) after stripe-go's own validation of the
-// body; encoding/json's several passes per event were most of the job's CPU.
+// leanEventList is a page of /v1/events, read once (rawPage) and parsed
+// once with fastjson; encoding/json's several passes per event, and
+// stripe-go's own pass over every body, were most of the job's CPU.
 type leanEventList struct {
 	stripego.APIResource
 	stripego.ListMeta
