@@ -38,7 +38,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		level = slog.LevelInfo
 	}
 	// The demo holds both fakes' whole data set in this process (a live
-	// heap of about 100 MiB at 20,000 payments), which the job's 64 MiB
+	// heap of about 100 MiB at 20,000 payments), which the job's 56 MiB
 	// soft memory limit (main) is not meant for: near it the garbage
 	// collector ran without pause, a third of the demo's CPU at 8,000
 	// payments. 1 GiB leaves the largest demo room. GOMEMLIMIT, when set,
