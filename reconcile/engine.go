@@ -707,31 +707,24 @@ func (e *engine) stream(ctx context.Context, w window) error {
 				ids[c.ProviderID] = true
 			}
 			pending.Changes = append(pending.Changes, p.Changes...)
-			pending.Events = append(pending.Events, p.Events...)
-			if p.Cursor != "" {
-				pending.Cursor, pending.CursorAt = p.Cursor, p.CursorAt
-			}
-			if len(ids) < e.o.BatchSize && rctx.Err() == nil {
-				return nil
-			}
-			return flush()
-		}
-		var order []string
-		byID := map[string][]Change{}
-		for _, c := range p.Changes {
-			if _, ok := byID[c.ProviderID]; !ok {
-				order = append(order, c.ProviderID)
-			}
-			byID[c.ProviderID] = append(byID[c.ProviderID], c)
-		}
-		for _, id := range order {
-			if !ids[id] && len(ids) >= e.o.BatchSize {
-				if err := flush(); err != nil {
-					return err
+		} else {
+			var order []string
+			byID := map[string][]Change{}
+			for _, c := range p.Changes {
+				if _, ok := byID[c.ProviderID]; !ok {
+					order = append(order, c.ProviderID)
 				}
+				byID[c.ProviderID] = append(byID[c.ProviderID], c)
 			}
-			ids[id] = true
-			pending.Changes = append(pending.Changes, byID[id]...)
+			for _, id := range order {
+				if !ids[id] && len(ids) >= e.o.BatchSize {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				ids[id] = true
+				pending.Changes = append(pending.Changes, byID[id]...)
+			}
 		}
 		pending.Events = append(pending.Events, p.Events...)
 		if p.Cursor != "" {

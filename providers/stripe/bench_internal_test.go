@@ -14,25 +14,7 @@ import (
 // BenchmarkMapEvents measures the mapping alone: 100 realistic events
 // (payouts excluded: they make requests), decoded once beforehand.
 func BenchmarkMapEvents(b *testing.B) {
-	now := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
-	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 5})
-	a := fake.Account("")
-	a.Generate(stripefake.GenOptions{Payments: 200, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour), Seed: 5})
-	body := []byte(`{"object":"list","has_more":false,"url":"/v1/events","data":[`)
-	n := 0
-	for _, d := range a.Deliveries() {
-		if !wanted[d.EventType] || strings.HasPrefix(d.EventType, "payout.") {
-			continue
-		}
-		if n > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, d.Payload...)
-		if n++; n == 100 {
-			break
-		}
-	}
-	body = append(body, "]}"...)
+	body := eventsPage(func(typ string) bool { return !strings.HasPrefix(typ, "payout.") })
 	var l leanEventList
 	if err := l.UnmarshalJSON(body); err != nil {
 		b.Fatal(err)
@@ -53,25 +35,7 @@ func BenchmarkMapEvents(b *testing.B) {
 // BenchmarkDecodePage measures the lean decoding of one page of 100
 // realistic events (what rawPage hands UnmarshalJSON), per event.
 func BenchmarkDecodePage(b *testing.B) {
-	now := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
-	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 5})
-	a := fake.Account("")
-	a.Generate(stripefake.GenOptions{Payments: 200, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour), Seed: 5})
-	body := []byte(`{"object":"list","has_more":false,"url":"/v1/events","data":[`)
-	n := 0
-	for _, d := range a.Deliveries() {
-		if !wanted[d.EventType] {
-			continue
-		}
-		if n > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, d.Payload...)
-		if n++; n == 100 {
-			break
-		}
-	}
-	body = append(body, "]}"...)
+	body := eventsPage(func(string) bool { return true })
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	var parser fastjson.Parser // reused, as ListChanges does
@@ -82,4 +46,28 @@ func BenchmarkDecodePage(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100/1000, "us/event")
+}
+
+// eventsPage is a /v1/events page of 100 realistic events of the wanted
+// types that keep accepts.
+func eventsPage(keep func(typ string) bool) []byte {
+	now := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
+	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 5})
+	a := fake.Account("")
+	a.Generate(stripefake.GenOptions{Payments: 200, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour), Seed: 5})
+	body := []byte(`{"object":"list","has_more":false,"url":"/v1/events","data":[`)
+	n := 0
+	for _, d := range a.Deliveries() {
+		if !wanted[d.EventType] || !keep(d.EventType) {
+			continue
+		}
+		if n > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, d.Payload...)
+		if n++; n == 100 {
+			break
+		}
+	}
+	return append(body, "]}"...)
 }

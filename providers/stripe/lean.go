@@ -51,25 +51,35 @@ func (l *leanEventList) UnmarshalJSON(b []byte) error {
 	return l.parse(new(fastjson.Parser), b)
 }
 
-// parse parses the page with p, whose values (and b, which they point
-// into) the events keep until p parses again.
-func (l *leanEventList) parse(p *fastjson.Parser, b []byte) error {
+// listData parses a list page's envelope with p: has_more into more, and
+// the data array.
+func listData(p *fastjson.Parser, b []byte, more *bool) ([]*fastjson.Value, error) {
 	v, err := p.ParseBytes(b)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if hm := v.Get("has_more"); hm != nil {
-		if l.HasMore, err = hm.Bool(); err != nil {
-			return fmt.Errorf("has_more: %w", err)
+		if *more, err = hm.Bool(); err != nil {
+			return nil, fmt.Errorf("has_more: %w", err)
 		}
 	}
 	data := v.Get("data")
 	if data == nil {
-		return errors.New("list without data")
+		return nil, errors.New("list without data")
 	}
 	arr, err := data.Array()
 	if err != nil {
-		return fmt.Errorf("data: %w", err)
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	return arr, nil
+}
+
+// parse parses the page with p, whose values (and b, which they point
+// into) the events keep until p parses again.
+func (l *leanEventList) parse(p *fastjson.Parser, b []byte) error {
+	arr, err := listData(p, b, &l.HasMore)
+	if err != nil {
+		return err
 	}
 	l.events = make([]*leanEvent, len(arr))
 	evs := make([]leanEvent, len(arr))
@@ -410,22 +420,9 @@ func (l *leanBTList) parse(b []byte) error {
 	// value cache from nothing for every page.
 	p := btParsers.Get().(*fastjson.Parser)
 	defer btParsers.Put(p)
-	v, err := p.ParseBytes(b)
+	arr, err := listData(p, b, &l.HasMore)
 	if err != nil {
 		return err
-	}
-	if hm := v.Get("has_more"); hm != nil {
-		if l.HasMore, err = hm.Bool(); err != nil {
-			return fmt.Errorf("has_more: %w", err)
-		}
-	}
-	data := v.Get("data")
-	if data == nil {
-		return errors.New("list without data")
-	}
-	arr, err := data.Array()
-	if err != nil {
-		return fmt.Errorf("data: %w", err)
 	}
 	l.Data = make([]*leanBT, len(arr))
 	for i, o := range arr {
