@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,4 +142,17 @@ func OneLine(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// CheckFlagOneOf checks that a flag's value is one of allowed, naming them
+// when it is not: `--mode: unknown mode "x" (use auto, listing or events)`.
+func CheckFlagOneOf(flag, noun, v string, allowed ...string) error {
+	if slices.Contains(allowed, v) {
+		return nil
+	}
+	use := strings.Join(allowed, ", ")
+	if n := len(allowed); n > 1 {
+		use = strings.Join(allowed[:n-1], ", ") + " or " + allowed[n-1]
+	}
+	return &Error{Key: flag, Msg: "unknown " + noun + " " + Quote(v), Hint: "use " + use}
 }

@@ -17,6 +17,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/acks"
 	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
@@ -77,8 +78,29 @@ type RunReport struct {
 	Totals *Totals `json:"totals,omitempty"`
 	// ItemsOmitted counts items left out of a report meant for reading
 	// (Markdown, HTML): the CSV and JSON reports list every item.
-	ItemsOmitted int64  `json:"items_omitted,omitempty"`
-	Items        []Item `json:"items"`
+	ItemsOmitted int64 `json:"items_omitted,omitempty"`
+	// Triage sorts the items needing a human (refused and reported) into
+	// new since the previous run, still open, and acknowledged; nil in a
+	// list of runs.
+	Triage *Triage `json:"triage,omitempty"`
+	Items  []Item  `json:"items"`
+}
+
+// Triage counts a run's items needing a human by status (acks.Status*).
+type Triage struct {
+	// PreviousRunID is the run compared with: the newest succeeded,
+	// non-dry run of the same provider and account before this one.
+	PreviousRunID *int64 `json:"previous_run_id"`
+	acks.Counts
+	// RefusedUnacknowledged is what the refused-drift alert counts.
+	RefusedUnacknowledged int64 `json:"refused_unacknowledged"`
+}
+
+// ItemAck is the acknowledgement standing for an item.
+type ItemAck struct {
+	By   string    `json:"by"`
+	Note string    `json:"note"`
+	At   time.Time `json:"at"`
 }
 
 // Item is one drift item.
@@ -106,6 +128,14 @@ type Item struct {
 	// DryRun says the item is a dry run's: an action of repaired means
 	// "would repair", and nothing was changed.
 	DryRun bool `json:"dry_run"`
+	// Fingerprint names the item across runs (provider, payment, kind,
+	// provider state): reconciler ack takes it.
+	Fingerprint string `json:"fingerprint"`
+	// Status is new, open (still open: the previous run had it too) or
+	// acknowledged for an item needing a human; "" for a repaired one.
+	Status string `json:"status,omitempty"`
+	// Acknowledged is who acknowledged the item, when and why.
+	Acknowledged *ItemAck `json:"acknowledged,omitempty"`
 }
 
 // NeedsHuman reports whether the item was refused or only reported.
@@ -209,8 +239,13 @@ func LoadLimited(ctx context.Context, db *gorm.DB, limit int, runIDs ...int64) (
 		if rr.Totals, err = LoadTotals(ctx, db, r); err != nil {
 			return rep, fmt.Errorf("totals of run %d: %w", id, err)
 		}
+		tri, err := acks.Load(ctx, db, r)
+		if err != nil {
+			return rep, err
+		}
+		rr.Triage = triageOf(tri)
 		for _, it := range items {
-			rr.Items = append(rr.Items, itemOf(r, it))
+			rr.Items = append(rr.Items, triaged(itemOf(r, it), tri))
 		}
 		if limit > 0 && len(items) == limit {
 			var total int64
@@ -261,6 +296,11 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 		if rr.Totals, err = LoadTotals(ctx, db, r); err != nil {
 			return fmt.Errorf("totals of run %d: %w", id, err)
 		}
+		tri, err := acks.Load(ctx, db, r)
+		if err != nil {
+			return err
+		}
+		rr.Triage = triageOf(tri)
 		if cw == nil {
 			head, err := json.Marshal(rr)
 			if err != nil {
@@ -286,7 +326,7 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 		// stays flat however many items a run has.
 		err = eachItem(ctx, db, id, func(it models.DriftItem) error {
 			{
-				item := itemOf(r, it)
+				item := triaged(itemOf(r, it), tri)
 				if cw != nil {
 					writeCSVRow(cw, rr, item)
 					return nil
@@ -359,6 +399,9 @@ func withLinks(rep Report) Report {
 			if it.DashboardURL == "" {
 				it.DashboardURL = DashboardURL(r.Provider, r.Mode, r.Account, it.ProviderID)
 			}
+			if it.Fingerprint == "" {
+				it.Fingerprint = acks.Fingerprint(r.Provider, it.ProviderID, it.Kind, it.ProviderState)
+			}
 			if r.DryRun {
 				it = asDry(it)
 			}
@@ -375,7 +418,8 @@ func itemOf(r models.Run, it models.DriftItem) Item {
 	d := map[string]any{}
 	_ = json.Unmarshal(it.Detail, &d)
 	out := Item{ProviderID: it.ProviderID, Kind: it.Kind, Action: it.Action, LocalState: it.LocalState, ProviderState: it.ProviderState,
-		DashboardURL: DashboardURL(r.Provider, r.Mode, r.Account, it.ProviderID)}
+		DashboardURL: DashboardURL(r.Provider, r.Mode, r.Account, it.ProviderID),
+		Fingerprint:  acks.Fingerprint(it.Provider, it.ProviderID, it.Kind, it.ProviderState)}
 	take := func(k string) any { v := d[k]; delete(d, k); return v }
 	out.Explanation, _ = take("explanation").(string)
 	if v, ok := take("amount").(float64); ok {
@@ -398,6 +442,30 @@ func itemOf(r models.Run, it models.DriftItem) Item {
 		out = asDry(out)
 	}
 	return out
+}
+
+// triageOf is what a report says of a run's triage.
+func triageOf(t acks.Triage) *Triage {
+	out := &Triage{Counts: t.Total(), RefusedUnacknowledged: t.ByAction[models.ActionRefused].Unacknowledged()}
+	if t.Previous != 0 {
+		out.PreviousRunID = &t.Previous
+	}
+	return out
+}
+
+// triaged sets an item's status and acknowledgement from the run's triage.
+func triaged(it Item, t acks.Triage) Item {
+	if !it.NeedsHuman() {
+		return it
+	}
+	it.Status = t.Status[it.Fingerprint]
+	if it.Status == "" {
+		it.Status = acks.StatusNew
+	}
+	if a, ok := t.Acks[it.Fingerprint]; ok && it.Status == acks.StatusAcknowledged {
+		it.Acknowledged = &ItemAck{By: a.AcknowledgedBy, Note: a.Note, At: a.AcknowledgedAt.UTC()}
+	}
+	return it
 }
 
 // Summary is a run without its items.
@@ -459,7 +527,8 @@ func str(p *string) string {
 
 // CSVHeader is the CSV report's header row: one row per drift item.
 var CSVHeader = []string{"run_id", "provider", "account", "mode", "provider_id", "kind", "action", "needs_human", "local_state", "provider_state",
-	"amount", "currency", "amount_refunded", "provider_time", "time_inferred", "explanation", "dashboard_url", "dry_run"}
+	"amount", "currency", "amount_refunded", "provider_time", "time_inferred", "explanation", "dashboard_url", "dry_run",
+	"fingerprint", "status", "acknowledged_by", "acknowledged_note"}
 
 func renderCSV(w io.Writer, rep Report) error {
 	cw := csv.NewWriter(w)
@@ -475,6 +544,10 @@ func renderCSV(w io.Writer, rep Report) error {
 }
 
 func writeCSVRow(cw *csv.Writer, r RunReport, it Item) {
+	var ackBy, ackNote string
+	if a := it.Acknowledged; a != nil {
+		ackBy, ackNote = a.By, a.Note
+	}
 	pt := ""
 	if it.ProviderTime != nil {
 		pt = it.ProviderTime.UTC().Format(time.RFC3339Nano)
@@ -482,7 +555,7 @@ func writeCSVRow(cw *csv.Writer, r RunReport, it Item) {
 	_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, it.ProviderID, it.Kind, it.Action, fmt.Sprint(it.NeedsHuman()),
 		str(it.LocalState), str(it.ProviderState), MajorUnits(it.Amount, it.Currency), strings.ToUpper(it.Currency),
 		MajorUnits(it.AmountRefunded, it.Currency), pt, fmt.Sprint(it.TimeInferred), it.Explanation, it.DashboardURL,
-		fmt.Sprint(it.DryRun || r.DryRun)})
+		fmt.Sprint(it.DryRun || r.DryRun), it.Fingerprint, it.Status, ackBy, ackNote})
 }
 
 // CSVTotalKinds are the kinds of the CSV rows that carry a run's totals
@@ -501,7 +574,7 @@ func writeCSVTotals(cw *csv.Writer, r RunReport) {
 	}
 	if t.Flagged {
 		_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, "", CSVTotalKinds[0], "", "true", "", "",
-			"", "", "", "", "false", t.Flag, "", fmt.Sprint(r.DryRun)})
+			"", "", "", "", "false", t.Flag, "", fmt.Sprint(r.DryRun), "", "", "", ""})
 	}
 	for _, c := range t.Lines() {
 		cur := strings.ToUpper(c.Currency)
@@ -517,7 +590,7 @@ func writeCSVTotals(cw *csv.Writer, r RunReport) {
 				expl = fmt.Sprintf("%s, %s (%d %s payments: %s).", strings.ReplaceAll(kind, "_", " "), sideLabel(side), c.Payments, cur, t.Scope)
 			}
 			_ = cw.Write([]string{fmt.Sprint(r.ID), r.Provider, r.Account, r.Mode, "", kind, side, fmt.Sprint(t.Flagged), "", "",
-				MajorUnits(v, c.Currency), cur, "", "", "false", expl, "", fmt.Sprint(r.DryRun)})
+				MajorUnits(v, c.Currency), cur, "", "", "false", expl, "", fmt.Sprint(r.DryRun), "", "", "", ""})
 		}
 	}
 }

@@ -327,6 +327,7 @@ func (s *Server) Handler(base context.Context) http.Handler {
 	mux.HandleFunc("POST /runs", auth(callers, func(w http.ResponseWriter, r *http.Request, caller string) { s.postRun(base, w, r, caller) }))
 	mux.HandleFunc("GET /runs", auth(callers, s.listRuns))
 	mux.HandleFunc("GET /runs/{id}", auth(callers, s.getRun))
+	mux.HandleFunc("POST /items/{fingerprint}/ack", auth(callers, s.postAck))
 	return mux
 }
 

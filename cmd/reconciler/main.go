@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,25 +39,10 @@ type usageError = runner.UsageError
 
 func usagef(format string, a ...any) error { return usageError{Err: fmt.Errorf(format, a...)} }
 
-const usage = `reconciler: make payment webhooks trustworthy.
-
-Usage:
-  reconciler run     [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
-                     [--window DUR] [--mode auto|listing|events] [--dry-run] [--report FILE] [--format json|csv|md|html|text]
-  reconciler migrate [--config FILE]
-  reconciler serve   [--config FILE]        long-running: cron schedule, HTTP API, metrics
-  reconciler report  (--run ID | --last | --history N) [--format json|csv|md|html|text] [--output FILE]
-  reconciler verify  [--config FILE] [--provider NAME]... [--account ID]... [--since T] [--until T]
-                     [--sample N | --all] [-o table|json]   re-fetch payments from the provider and compare
-  reconciler payouts --provider NAME [--account ID] --since T [--until T] [-o csv|json|text]   payouts against their lines and rows
-  reconciler demo    [--payments N] [--seed S] [--db FILE] [--html FILE]   fake providers, local database
-  reconciler version
-
-Times are RFC 3339 or dates (2026-11-01); durations are Go durations (24h, 90m).
-Exit codes: 0 finished, 1 failed, 2 usage or configuration error, 3 another run holds the lock,
-4 (verify) a payment differs from the provider and no drift item explains it; (payouts) a payout mismatches.
-Run "reconciler COMMAND -h" for a command's flags.
-`
+// usage is the top-level help.
+//
+//go:embed usage.txt
+var usage string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -103,6 +89,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		return cmdVerifyMain(ctx, args[1:], stdout, stderr, getenv)
 	case "payouts":
 		return cmdPayoutsMain(ctx, args[1:], stdout, stderr, getenv)
+	case "ack":
+		err = cmdAck(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "reconciler %s\n", version)
 		return exitOK

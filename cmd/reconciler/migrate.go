@@ -18,7 +18,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return err
 	}
-	db, _, closeDB, err := openDB(ctx, cfg, newLogger(cfg, stderr))
+	db, _, closeDB, err := openDB(ctx, cfg, newLogger(cfg, stderr), false)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/metrics"
-	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/report"
 	"github.com/reconciler/reconciler/runner"
 	"github.com/reconciler/reconciler/store"
@@ -46,8 +45,8 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 			return err
 		}
 	}
-	if !report.ValidFormat(*format) {
-		return usagef("--format: unknown format %s (use json, csv, md, html or text)", config.Quote(*format))
+	if err := config.CheckFlagOneOf("--format", "format", *format, report.Formats...); err != nil {
+		return err
 	}
 	if *account != "" && *provider == "" {
 		return usagef("--account needs --provider (give --provider stripe with it)")
@@ -56,14 +55,11 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err != nil {
 		return err
 	}
-	db, st, closeDB, err := openDB(ctx, cfg, newLogger(cfg, stderr))
+	db, st, closeDB, err := openDB(ctx, cfg, newLogger(cfg, stderr), true)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	if pending, err := models.Pending(ctx, db); err != nil || len(pending) > 0 {
-		return errors.New("the database has no reconciler schema or pending migrations: run reconciler migrate")
-	}
 	var out io.Writer = stdout
 	if *output != "" {
 		f, err := os.Create(*output)

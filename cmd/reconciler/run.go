@@ -68,18 +68,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		}
 		cfg.Run.Window = config.Duration(d)
 	}
-	if !report.ValidFormat(f.format) {
-		return usagef("--format: unknown format %s (use json, csv, md, html or text)", config.Quote(f.format))
-	}
-	switch f.mode {
-	case reconcile.ModeAuto, reconcile.ModeListing, reconcile.ModeEvents:
-	default:
-		return usagef("--mode: unknown mode %s (use auto, listing or events)", config.Quote(f.mode))
-	}
-	switch f.trigger {
-	case models.TriggerManual, models.TriggerSchedule, models.TriggerAPI:
-	default:
-		return usagef("--trigger: unknown trigger %s (use manual, schedule or api)", config.Quote(f.trigger))
+	for _, err := range []error{config.CheckFlagOneOf("--format", "format", f.format, report.Formats...),
+		config.CheckFlagOneOf("--mode", "mode", f.mode, reconcile.ModeAuto, reconcile.ModeListing, reconcile.ModeEvents),
+		config.CheckFlagOneOf("--trigger", "trigger", f.trigger, models.TriggerManual, models.TriggerSchedule, models.TriggerAPI)} {
+		if err != nil {
+			return err
+		}
 	}
 	if given(fs, "lock-wait") {
 		d, err := config.ParseFlagDuration("--lock-wait", f.lockWait)
@@ -124,7 +118,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if fleet, err = svc.Resolve(ctx, fleet); err != nil {
 		return err
 	}
-	db, st, closeDB, err := openDB(ctx, cfg, log)
+	db, st, closeDB, err := openDB(ctx, cfg, log, false)
 	if err != nil {
 		return err
 	}

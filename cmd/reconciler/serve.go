@@ -41,7 +41,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if len(tokens) == 0 {
 		log.Warn("no API tokens configured (RECONCILER_API_TOKENS or RECONCILER_API_TOKENS_FILE): POST /runs refuses everyone")
 	}
-	db, st, closeDB, err := openDB(ctx, cfg, log)
+	db, st, closeDB, err := openDB(ctx, cfg, log, false)
 	if err != nil {
 		return err
 	}

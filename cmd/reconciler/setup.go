@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/store"
 )
@@ -45,9 +47,20 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return usagef("%s: %v (run reconciler %s -h for its flags)", fs.Name(), err, fs.Name())
 	}
 	if fs.NArg() > 0 {
-		return usagef("%s: unexpected argument %s (flags come before nothing else; run reconciler %s -h)", fs.Name(), config.Quote(fs.Arg(0)), fs.Name())
+		return usageError{Err: fmt.Errorf("%s: %w %s (flags come before nothing else; run reconciler %s -h)", fs.Name(), errUnexpectedArg, config.Quote(fs.Arg(0)), fs.Name())}
 	}
 	return nil
+}
+
+var errUnexpectedArg = errors.New("unexpected argument")
+
+// parseInterleaved parses fs from args in which flags and positional
+// arguments mix ("ack FP1 FP2 --note TEXT"), and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) (pos []string, err error) {
+	for err = parseFlags(fs, args); err != nil && errors.Is(err, errUnexpectedArg); err = parseFlags(fs, args) {
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	return pos, err
 }
 
 // given reports whether flag name was set on the command line.
@@ -96,18 +109,26 @@ func isTerminal(w io.Writer) bool {
 }
 
 // openDB opens the configured database (dbopen.Open) and its store; closeDB
-// releases the connections.
-func openDB(ctx context.Context, cfg config.Config, log *slog.Logger) (db *gorm.DB, st store.Store, closeDB func(), err error) {
+// releases the connections. migrated: the schema must be there, with no
+// migration pending (for the commands that only read it).
+func openDB(ctx context.Context, cfg config.Config, log *slog.Logger, migrated bool) (db *gorm.DB, st store.Store, closeDB func(), err error) {
 	d := cfg.Database
 	db, err = dbopen.Open(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return db, dbopen.Store(db, nil), func() {
+	closeDB = func() {
 		if sqlDB, err := db.DB(); err == nil {
 			_ = sqlDB.Close()
 		}
-	}, nil
+	}
+	if migrated {
+		if pending, err := models.Pending(ctx, db); err != nil || len(pending) > 0 {
+			closeDB()
+			return nil, nil, nil, errors.New("the database has no reconciler schema or pending migrations: run reconciler migrate")
+		}
+	}
+	return db, dbopen.Store(db, nil), closeDB, nil
 }
 
 // parseWindow parses --since and --until, either of which may be empty.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/reconciler/reconciler/config"
-	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/runner"
 	"github.com/reconciler/reconciler/verify"
 )
@@ -98,14 +96,11 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	}
 
 	log := newLogger(cfg, stderr)
-	db, st, closeDB, err := openDB(ctx, cfg, log)
+	db, st, closeDB, err := openDB(ctx, cfg, log, true)
 	if err != nil {
 		return false, err
 	}
 	defer closeDB()
-	if pending, err := models.Pending(ctx, db); err != nil || len(pending) > 0 {
-		return false, errors.New("the database has no reconciler schema or pending migrations: run reconciler migrate")
-	}
 
 	out := verify.NewOutput(all, sample, seedN)
 	for i, j := range jobs {

@@ -1,0 +1,72 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/reconciler/reconciler/acks"
+)
+
+// ackBody is POST /items/{fingerprint}/ack's body.
+type ackBody struct {
+	Note   string `json:"note"`
+	Reopen bool   `json:"reopen"`
+}
+
+// postAck records that the caller has looked at the item a fingerprint
+// names (reconciler ack over HTTP): the caller's name is who acknowledged
+// it. It answers 200 with the item and the acknowledgement; 400 for a
+// missing note or a malformed fingerprint; 404 when the fingerprint names
+// no refused or reported item of the latest runs.
+func (s *Server) postAck(w http.ResponseWriter, r *http.Request, caller string) {
+	fp := r.PathValue("fingerprint")
+	if !acks.Valid(fp) {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "a fingerprint is 16 hex digits, as the report's fingerprint column shows", Field: "fingerprint"})
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("the body could not be read (at most %d bytes)", maxBody)})
+		return
+	}
+	if key, err := oneObject(raw); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON body: " + err.Error(), Field: key})
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var b ackBody
+	if err := dec.Decode(&b); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON body: " + err.Error()})
+		return
+	}
+	if strings.TrimSpace(b.Note) == "" {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: `note is required: say why the item needs nothing more, e.g. {"note": "refunded by hand, ticket 4411"}`, Field: "note"})
+		return
+	}
+	targets, err := acks.Find(r.Context(), s.Runner.DB, []string{fp})
+	if errors.Is(err, acks.ErrUnknown) {
+		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("fingerprint %s names no refused or reported item of the latest runs", fp), Field: "fingerprint"})
+		return
+	}
+	var rows []acks.Ack
+	if err == nil {
+		rows, err = acks.Record(r.Context(), s.Runner.DB, targets, caller, b.Note, s.clock().Now(), b.Reopen)
+	}
+	if err != nil {
+		s.Log.Error("acknowledgement not recorded", "fingerprint", fp, "error", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not record the acknowledgement"})
+		return
+	}
+	status := acks.StatusAcknowledged
+	if b.Reopen {
+		status = "reopened"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"item": targets[0], "status": status,
+		"acknowledged": map[string]any{"by": caller, "note": b.Note, "at": rows[0].AcknowledgedAt, "reopened": b.Reopen}})
+}
