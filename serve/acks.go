@@ -63,6 +63,9 @@ func (s *Server) postAck(w http.ResponseWriter, r *http.Request, caller string) 
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not record the acknowledgement"})
 		return
 	}
+	if s.OnAck != nil {
+		s.OnAck(r.Context())
+	}
 	status := acks.StatusAcknowledged
 	if b.Reopen {
 		status = "reopened"

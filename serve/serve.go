@@ -60,6 +60,9 @@ type Server struct {
 	MaxRuns int
 	// Timeouts are the HTTP server's (zero fields: the defaults below).
 	Timeouts Timeouts
+	// OnAck, when set, is called after POST /items/{fingerprint}/ack
+	// recorded an acknowledgement (the metrics the alerts read refresh).
+	OnAck func(ctx context.Context)
 
 	slotsOnce sync.Once
 	slots     chan struct{} // one token per run in flight
