@@ -18,6 +18,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
 
+	"github.com/reconciler/reconciler/internal/signedlink"
 	"github.com/reconciler/reconciler/providers/gocardless"
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/reconcile"
@@ -49,10 +50,15 @@ func (c *Config) fromEnv(key, src string) {
 }
 
 // show is how an error may print key's value v: quoted, or, when it came
-// from the environment, the name of its source instead.
+// from the environment, the name of its source instead. A value under
+// notify. is never printed: that is where a webhook URL or a link key
+// pasted into the wrong key would sit.
 func (c Config) show(key, v string) string {
 	if src, ok := c.sources[key]; ok {
 		return "the value from " + src
+	}
+	if strings.HasPrefix(key, "notify.") {
+		return "the value"
 	}
 	return Quote(v)
 }
@@ -63,14 +69,39 @@ type Notify struct {
 	// webhook URL (a secret); RECONCILER_SLACK_WEBHOOK_URL overrides it.
 	SlackWebhookURLFile string `yaml:"slack_webhook_url_file"`
 	// ReportURL links the full report in the message; {id} is replaced by
-	// the run id (e.g. https://reconciler.internal/runs/{id}). Empty: no link.
+	// the run id. Point it at serve's report page,
+	// https://host/runs/{id}/report.html: with a report link key the
+	// message's link is signed (it opens that run's report without a token
+	// until it expires); without one the link is posted as it is and needs
+	// a bearer token (or is a path to a report file). Empty: no link.
 	ReportURL string `yaml:"report_url"`
+	// ReportLinkKeyFile names a mounted file holding the key (a secret, at
+	// least 32 bytes) that signs the report links; RECONCILER_REPORT_LINK_KEY
+	// overrides it. `run` (which posts the links) and `serve` (which checks
+	// them) must read the same key. Rotating it revokes every link.
+	ReportLinkKeyFile string `yaml:"report_link_key_file"`
+	// ReportLinkTTL is how long a signed report link opens the report.
+	ReportLinkTTL Duration `yaml:"report_link_ttl"`
 
 	slackURL string
+	// linkKey is the report link key; linkKeyFrom names where it came from
+	// (the variable or the key of the file), for errors about it.
+	linkKey     []byte
+	linkKeyFrom string
 }
 
 // SlackURL returns the resolved webhook URL, "" when off.
 func (n Notify) SlackURL() string { return n.slackURL }
+
+// ReportLinkKey returns the key that signs report links, nil when none is
+// configured (links are then unsigned, and serve opens reports only with
+// a bearer token). It is a secret: never log it.
+func (n Notify) ReportLinkKey() []byte { return n.linkKey }
+
+// DefaultReportLinkTTL is how long a signed report link opens the report
+// by default: a month, long enough for the item to be looked at after a
+// weekend or a holiday, short enough that old messages stop working.
+const DefaultReportLinkTTL = 30 * 24 * time.Hour
 
 // Serve configures `reconciler serve`.
 type Serve struct {
@@ -217,8 +248,9 @@ func Default() Config {
 			Window: Duration(reconcile.DefaultWindow), Overlap: Duration(reconcile.DefaultOverlap), BatchSize: reconcile.DefaultBatchSize,
 			StuckAfter: Duration(reconcile.DefaultStuckAfter), StuckLimit: reconcile.DefaultStuckLimit, ShutdownGrace: Duration(25 * time.Second),
 		},
-		Log:   Log{Level: "info", Format: "auto"},
-		Serve: Serve{Schedule: "30 2 * * *", TimeZone: "UTC", HTTPAddr: ":8080"},
+		Log:    Log{Level: "info", Format: "auto"},
+		Notify: Notify{ReportLinkTTL: Duration(DefaultReportLinkTTL)},
+		Serve:  Serve{Schedule: "30 2 * * *", TimeZone: "UTC", HTTPAddr: ":8080"},
 		Providers: Providers{
 			Stripe: Stripe{
 				APIBase: stripe.DefaultBaseURL, RequestsPerSecond: stripe.DefaultRequestsPerSecond, MaxRetries: stripe.DefaultMaxRetries,
@@ -308,6 +340,16 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 			return cfg, &Error{Key: "notify.slack_webhook_url_file", Msg: "cannot read the file", Hint: "mount the Secret there or set RECONCILER_SLACK_WEBHOOK_URL"}
 		}
 		cfg.Notify.slackURL = strings.TrimSpace(string(b))
+	}
+	if k := getenv("RECONCILER_REPORT_LINK_KEY"); k != "" {
+		cfg.Notify.linkKey, cfg.Notify.linkKeyFrom = []byte(strings.TrimSpace(k)), "RECONCILER_REPORT_LINK_KEY"
+	} else if f := cfg.Notify.ReportLinkKeyFile; f != "" {
+		b, err := readFile(f)
+		if err != nil {
+			return cfg, &Error{Key: "notify.report_link_key_file", Msg: "cannot read the key file", Hint: "mount the Secret there or set RECONCILER_REPORT_LINK_KEY"}
+		}
+		// Never nil: an empty file is a key too short, not no key.
+		cfg.Notify.linkKey, cfg.Notify.linkKeyFrom = append([]byte{}, bytes.TrimSpace(b)...), "notify.report_link_key_file"
 	}
 	s := &cfg.Providers.Stripe
 	s.apiKey = getenv("STRIPE_API_KEY")
@@ -565,6 +607,7 @@ func (c Config) Validate() error {
 		{"providers.gocardless.timeout", float64(g.Timeout)},
 		{"providers.gocardless.stuck_after_working_days", float64(g.StuckAfterWorkingDays)},
 		{"providers.gocardless.event_retention", float64(g.EventRetention)},
+		{"notify.report_link_ttl", float64(c.Notify.ReportLinkTTL)},
 	} {
 		if err := mustLimit(v.key).Check(v.key, v.v, c.sources[v.key]); err != nil {
 			return err
@@ -612,6 +655,9 @@ func (c Config) Validate() error {
 	if u := c.Notify.slackURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
 		return &Error{Key: "RECONCILER_SLACK_WEBHOOK_URL", Msg: "is not an http(s) URL", Hint: "paste the incoming-webhook URL Slack gave you"}
 	}
+	if err := c.Notify.validateLinks(); err != nil {
+		return err
+	}
 	if strings.HasPrefix(s.apiKey, "pk_") {
 		return &Error{Key: "STRIPE_API_KEY", Msg: "is a publishable key", Hint: "use a secret (sk_…) or restricted (rk_…) key with read access"}
 	}
@@ -640,4 +686,25 @@ func ParseTime(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s is out of range (use a time from 2000-01-01 to 9999-12-31)", Quote(s))
 	}
 	return t.UTC(), nil
+}
+
+// validateLinks checks the report link key and the report URL. No message
+// prints either value: a secret pasted into the wrong key stays secret.
+func (n Notify) validateLinks() error {
+	if n.linkKey != nil && len(n.linkKey) < signedlink.MinKeyLen {
+		hint := "generate one with: openssl rand -hex 32"
+		if n.linkKeyFrom != "RECONCILER_REPORT_LINK_KEY" {
+			hint += "; put it in the file, or set RECONCILER_REPORT_LINK_KEY"
+		}
+		return &Error{Key: n.linkKeyFrom, Msg: fmt.Sprintf("the report link key is %d bytes; at least %d are needed", len(n.linkKey), signedlink.MinKeyLen), Hint: hint}
+	}
+	if n.linkKey == nil || n.ReportURL == "" {
+		return nil
+	}
+	u := n.ReportURL
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") || !strings.Contains(u, "{id}") || strings.Contains(u, "#") {
+		return &Error{Key: "notify.report_url", Msg: "with a report link key it must be an http(s) URL with {id} and no #fragment",
+			Hint: "point it at serve's report page, e.g. https://reconciler.internal/runs/{id}/report.html"}
+	}
+	return nil
 }

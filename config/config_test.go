@@ -529,5 +529,5 @@ func TestDefaultValues(t *testing.T) {
 	assert.Equal(t, Log{Level: "info", Format: "auto"}, c.Log)
 	assert.Equal(t, Serve{Schedule: "30 2 * * *", TimeZone: "UTC", HTTPAddr: ":8080"}, c.Serve)
 	assert.Zero(t, c.Metrics)
-	assert.Zero(t, c.Notify)
+	assert.Equal(t, Notify{ReportLinkTTL: Duration(30 * 24 * time.Hour)}, c.Notify)
 }

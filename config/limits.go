@@ -45,6 +45,7 @@ var Limits = []Limit{
 	{Key: "providers.gocardless.timeout", Min: float64(time.Millisecond), Max: float64(10 * time.Minute), Duration: true, Hint: "use 1ms to 10m; e.g. 30s"},
 	{Key: "providers.gocardless.stuck_after_working_days", Min: 1, Max: 60, Integer: true, Hint: "use 1 to 60; Bacs confirms about 3 working days after submission"},
 	{Key: "providers.gocardless.event_retention", Min: 0, Max: float64(10 * 366 * 24 * time.Hour), Duration: true, Hint: "use 0s (unknown) to 87840h"},
+	{Key: "notify.report_link_ttl", Min: float64(time.Hour), Max: float64(366 * 24 * time.Hour), Duration: true, Hint: "use 1h to 8784h (a year): a signed link opens the report that long; 720h (30 days) is a good default"},
 	{Flag: "--concurrency", Min: 1, Max: 64, Integer: true, Hint: "use 1 to 64 accounts at once; they share one Stripe request budget"},
 	{Flag: "--payments", Min: 0, Max: 100000, Integer: true, Hint: "use 0 to 100000 generated payments"},
 	{Flag: "--seed", Min: 0, Max: math.MaxInt64, Integer: true, Hint: "use 0 or more"},

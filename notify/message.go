@@ -53,23 +53,43 @@ func section(s string) block { t := mrkdwn(s); return block{Type: "section", Tex
 
 // Message builds the Slack payload (Slack's incoming-webhook format:
 // {"text": fallback, "blocks": [...]}) for a run: a header with run id,
-// provider, account, window and status; the counts (examined, repaired,
-// refused, reported, synthetic events, webhook miss ratio); the refused and
-// reported items (payment id, kind, local → provider state, amount in major
-// units and currency, explanation), refused first, at most MaxListed then
-// "and N more"; and link when it is not "". Every text is Slack mrkdwn with
-// &, < and > escaped; an item's Detail is never read.
+// provider, account, window and status (a failed or interrupted run says
+// so in its first line and in the fallback text, and that its counts are
+// partial); the counts (examined, repaired, refused, reported, synthetic
+// events, webhook miss ratio, "—" when it was not measured: the run did not
+// succeed or read no events); the refused and reported items (payment id,
+// kind, local → provider state, amount in major units and currency,
+// explanation), refused first, at most MaxListed then "and N more"; and
+// link when it is not "". Every text is Slack mrkdwn with &, < and >
+// escaped; an item's Detail is never read.
 func Message(r report.RunReport, link string) ([]byte, error) {
 	acct := r.Account
 	if acct == "" {
 		acct = "platform"
 	}
-	title := fmt.Sprintf("Reconciliation run %d: %s, %s", r.ID, clip(r.Provider, maxShortLen), clip(acct, maxIDLen))
+	verb := ""
+	switch r.Status {
+	case models.RunFailed:
+		verb = " FAILED"
+	case models.RunInterrupted:
+		verb = " was INTERRUPTED"
+	}
+	title := fmt.Sprintf("Reconciliation run %d%s: %s, %s", r.ID, verb, clip(r.Provider, maxShortLen), clip(acct, maxIDLen))
 	if r.DryRun {
 		title += " (dry run)"
 	}
 	header := fmt.Sprintf("*%s*\nwindow %s → %s · status %s", esc(title),
 		r.WindowStart.UTC().Format(time.RFC3339), r.WindowEnd.UTC().Format(time.RFC3339), esc(clip(r.Status, maxShortLen)))
+	if verb != "" {
+		header += "\nThe run did not finish: its counts cover only what it reached, and the rest of the window was not checked."
+		if r.Error != nil && *r.Error != "" {
+			header += "\nError: " + esc(clip(*r.Error, maxExplanationLen))
+		}
+	}
+	ratio := "—" // not measured: the run stopped early, or read no events
+	if r.Status == models.RunSucceeded && r.EventsRead > 0 {
+		ratio = fmt.Sprintf("%.2f%%", 100*r.WebhookMissRatio)
+	}
 
 	counts := block{Type: "section", Fields: []textObj{
 		mrkdwn(fmt.Sprintf("*Examined*\n%d", r.Examined)),
@@ -77,7 +97,7 @@ func Message(r report.RunReport, link string) ([]byte, error) {
 		mrkdwn(fmt.Sprintf("*Refused*\n%d", r.Refused)),
 		mrkdwn(fmt.Sprintf("*Reported*\n%d", r.Reported)),
 		mrkdwn(fmt.Sprintf("*Synthetic events*\n%d", r.SyntheticEvents)),
-		mrkdwn(fmt.Sprintf("*Webhook miss ratio*\n%.2f%%", 100*r.WebhookMissRatio)),
+		mrkdwn("*Webhook miss ratio*\n" + ratio),
 	}}
 	p := payload{
 		Text: esc(fmt.Sprintf("%s: examined %d, repaired %d, refused %d, reported %d", title,
@@ -96,9 +116,12 @@ func Message(r report.RunReport, link string) ([]byte, error) {
 			human = append(human, it)
 		}
 	}
-	if len(human) == 0 {
+	switch {
+	case len(human) == 0 && verb != "":
+		p.Blocks = append(p.Blocks, section("No item needing a human was found before the run stopped; the rest of the window was not checked."))
+	case len(human) == 0:
 		p.Blocks = append(p.Blocks, section("Nothing needs a human."))
-	} else {
+	default:
 		p.Blocks = append(p.Blocks, section(fmt.Sprintf("*%d item(s) need a human:*", len(human))))
 	}
 	for i, it := range human {

@@ -124,7 +124,24 @@ func (s *Slack) Deliver(ctx context.Context, db *gorm.DB, r report.RunReport) (s
 	return s.DeliverOn(ctx, dbopen.Store(db, nil), r)
 }
 
-// DeliverOn is Deliver through a store's notification record.
+// DeliverOn is Deliver through a store's notification record: Post
+// without telling a summary posted earlier from a failure.
+func (s *Slack) DeliverOn(ctx context.Context, st store.Notifications, r report.RunReport) (sent bool, err error) {
+	o, err := s.Post(ctx, st, r)
+	return o.Sent, err
+}
+
+// Outcome is what a Post came to when it returned no error, or, with
+// Sent, when the POST succeeded but recording it failed.
+type Outcome struct {
+	// Sent: this call posted the summary.
+	Sent bool
+	// AlreadySent: an earlier delivery posted it; nothing was posted now.
+	AlreadySent bool
+}
+
+// Post is Deliver through a store's notification record, saying whether
+// the summary had been posted before.
 //
 // It claims the (run, channel) row (store.Notifications: the row is
 // created pending when new, and a concurrent Deliver for the same run and
@@ -136,12 +153,12 @@ func (s *Slack) Deliver(ctx context.Context, db *gorm.DB, r report.RunReport) (s
 //
 // A failure is returned as an error for the caller to log and count; it
 // must never fail the run. If the POST succeeded but recording it failed,
-// DeliverOn returns (true, err): a rerun would then post again.
-func (s *Slack) DeliverOn(ctx context.Context, st store.Notifications, r report.RunReport) (sent bool, err error) {
+// Post returns Sent and the error: a rerun would then post again.
+func (s *Slack) Post(ctx context.Context, st store.Notifications, r report.RunReport) (Outcome, error) {
 	channel := s.channel()
 	log := s.logger().With("run_id", r.ID, "channel", channel)
 	if s.URL == "" {
-		return false, fmt.Errorf("notify: deliver run %d to %s: webhook URL is not set", r.ID, channel)
+		return Outcome{}, fmt.Errorf("notify: deliver run %d to %s: webhook URL is not set", r.ID, channel)
 	}
 	link := ""
 	if s.ReportLink != nil {
@@ -149,7 +166,7 @@ func (s *Slack) DeliverOn(ctx context.Context, st store.Notifications, r report.
 	}
 	body, err := Message(r, link)
 	if err != nil {
-		return false, fmt.Errorf("notify: build message for run %d: %w", r.ID, err)
+		return Outcome{}, fmt.Errorf("notify: build message for run %d: %w", r.ID, err)
 	}
 
 	maxA := s.maxAttempts()
@@ -193,14 +210,14 @@ func (s *Slack) DeliverOn(ctx context.Context, st store.Notifications, r report.
 		if recErr == nil {
 			recErr = errors.New("the store did not claim the row")
 		}
-		return false, fmt.Errorf("notify: claim run %d for %s: %w", r.ID, channel, recErr)
+		return Outcome{}, fmt.Errorf("notify: claim run %d for %s: %w", r.ID, channel, recErr)
 	case alreadySent:
 		log.Debug("run summary already sent")
-		return false, nil
+		return Outcome{AlreadySent: true}, nil
 	case exhausted != nil:
-		return false, exhausted
+		return Outcome{}, exhausted
 	case !posted:
-		return false, fmt.Errorf("notify: claim run %d for %s: %w", r.ID, channel, recErr)
+		return Outcome{}, fmt.Errorf("notify: claim run %d for %s: %w", r.ID, channel, recErr)
 	}
 
 	if postErr != nil {
@@ -208,13 +225,13 @@ func (s *Slack) DeliverOn(ctx context.Context, st store.Notifications, r report.
 		if recErr != nil {
 			err = errors.Join(err, fmt.Errorf("notify: record failure of run %d for %s: %w", r.ID, channel, recErr))
 		}
-		return false, err
+		return Outcome{}, err
 	}
 	if recErr != nil {
-		return true, fmt.Errorf("notify: run %d was posted to %s but recording it failed (a rerun would post again): %w", r.ID, channel, recErr)
+		return Outcome{Sent: true}, fmt.Errorf("notify: run %d was posted to %s but recording it failed (a rerun would post again): %w", r.ID, channel, recErr)
 	}
 	log.Info("run summary sent", "attempts", prior+tries)
-	return true, nil
+	return Outcome{Sent: true}, nil
 }
 
 // post makes up to n POSTs, backing off between retryable failures, and
@@ -340,4 +357,20 @@ func printable(s string) string {
 		return ' '
 	}, s)
 	return clip(strings.TrimSpace(s), 200)
+}
+
+// SentAt returns when the summary of run runID was posted to channel (""
+// is DefaultChannel), and false when it was not, or when that cannot be
+// read: it only words a message, so a read error is not worth one.
+func SentAt(ctx context.Context, db *gorm.DB, runID int64, channel string) (time.Time, bool) {
+	if channel == "" {
+		channel = DefaultChannel
+	}
+	var row struct{ SentAt *time.Time }
+	err := db.WithContext(ctx).Table("sent_notifications").Select("sent_at").
+		Where("run_id = ? AND channel = ? AND status = ?", runID, channel, StatusSent).Scan(&row).Error
+	if err != nil || row.SentAt == nil {
+		return time.Time{}, false
+	}
+	return *row.SentAt, true
 }

@@ -331,6 +331,9 @@ func (s *Server) Handler(base context.Context) http.Handler {
 	mux.HandleFunc("GET /runs", auth(callers, s.listRuns))
 	mux.HandleFunc("GET /runs/{id}", auth(callers, s.getRun))
 	mux.HandleFunc("POST /items/{fingerprint}/ack", auth(callers, s.postAck))
+	// A browser's report pages: a bearer token or the run's signed link (reports.go).
+	mux.HandleFunc("GET /runs/{id}/report.html", s.reportPage(callers, "html"))
+	mux.HandleFunc("GET /runs/{id}/report.csv", s.reportPage(callers, "csv"))
 	return mux
 }
 

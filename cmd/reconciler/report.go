@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/reconciler/reconciler/config"
-	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/report"
 	"github.com/reconciler/reconciler/runner"
 	"github.com/reconciler/reconciler/store"
@@ -25,6 +24,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	account := fs.String("account", "", "with --last or --history and --provider: only this account")
 	output := fs.String("output", "", "write to this file instead of stdout")
 	doNotify := fs.Bool("notify", false, "post the run's summary to the configured chat if it was not posted yet (at most once per run)")
+	link := fs.Bool("link", false, "print a fresh signed link that opens the run's report in a browser (notify.report_url, the report link key)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -96,11 +96,13 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	} else if err != nil {
 		return err
 	}
-	if *doNotify {
-		if cfg.Notify.SlackURL() == "" {
-			return &config.Error{Key: "RECONCILER_SLACK_WEBHOOK_URL", Msg: "is not set", Hint: "--notify needs a chat webhook (or notify.slack_webhook_url_file)"}
-		}
-		runner.Notifier(cfg, db, st, metrics.New(), newLogger(cfg, stderr))(ctx, id)
+	if *link {
+		return runner.PrintReportLink(cfg, stdout, id)
 	}
-	return report.Write(ctx, out, db, *format, id)
+	if *doNotify { // a delivery failure exits 1 after the report is written
+		if err = runner.NotifyExplicit(ctx, cfg, db, st, newLogger(cfg, stderr), stderr, id); errors.As(err, new(*config.Error)) {
+			return err
+		}
+	}
+	return errors.Join(err, report.Write(ctx, out, db, *format, id))
 }

@@ -7,17 +7,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/reconciler/reconciler/internal/scenario"
+	"github.com/reconciler/reconciler/internal/signedlink"
 	"github.com/reconciler/reconciler/report"
 )
 
@@ -205,9 +209,121 @@ func TestReportCommandDryRunSaysWouldRepair(t *testing.T) {
 		}
 		rows, err := csv.NewReader(mustOpen(t, filepath.Join(dir, fmt.Sprintf("%v.csv", dry)))).ReadAll()
 		require.NoError(t, err)
-		require.Equal(t, "dry_run", rows[0][len(rows[0])-1])
+		col := slices.Index(rows[0], "dry_run") // columns are added at the end
+		require.GreaterOrEqual(t, col, 0, "a dry_run column")
 		for _, row := range rows[1:] {
-			require.Equal(t, fmt.Sprint(dry), row[len(row)-1])
+			require.Equal(t, fmt.Sprint(dry), row[col])
 		}
 	}
+}
+
+// An explicit report --notify says what came of it: exit 1 naming the
+// cause when the chat refused (the report is still written), and a line on
+// stderr with exit 0 when it skipped a dry run or a run already posted.
+func TestReportNotifyExitsOneOnFailureAndSaysWhenItSkips(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	pi := w.acct.CreatePayment(100, "gbp", false, w.now.Add(-time.Hour))
+	w.acct.Capture(pi, w.now.Add(-time.Hour))
+	var failing atomic.Bool
+	failing.Store(true)
+	var posts atomic.Int64
+	hook := httptestServer(t, func(rw http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		if failing.Load() {
+			http.Error(rw, "internal error at "+r.URL.Path, http.StatusInternalServerError)
+		}
+	})
+	const secretPath = "/services/T000/B000/SECRETreportnotify"
+	chat := w.with("RECONCILER_SLACK_WEBHOOK_URL", hook+secretPath)
+	runID := func(r result) string {
+		t.Helper()
+		require.Equal(t, 0, r.code, r.stderr)
+		var rep report.Report
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+		return itoa(rep.Runs[0].ID)
+	}
+
+	// A run posted by nobody, then an explicit --notify to a chat answering 500.
+	quiet := runID(cli(t, w.env, "run", "--format", "json"))
+	r := cli(t, chat, "report", "--run", quiet, "--notify")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "slack answered 500")
+	require.NotContains(t, r.stderr, "SECRETreportnotify")
+	require.Contains(t, r.stdout, "## Run "+quiet, "the report is written all the same")
+	require.Equal(t, int64(5), posts.Load(), "5xx is retried up to the attempts allowed")
+	r = cli(t, chat, "report", "--run", quiet, "--notify")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "delivery attempts exhausted")
+	require.Equal(t, int64(5), posts.Load())
+
+	// Posted by its run: --notify says so and posts nothing.
+	failing.Store(false)
+	posted := runID(cli(t, chat, "run", "--format", "json"))
+	require.Equal(t, int64(6), posts.Load())
+	r = cli(t, chat, "report", "--run", posted, "--notify")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `already posted to slack on \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC; not posted again`, r.stderr)
+	require.Equal(t, int64(6), posts.Load())
+
+	// A dry run is never posted, and --notify says why.
+	dry := runID(cli(t, chat, "run", "--dry-run", "--format", "json"))
+	r = cli(t, chat, "report", "--run", dry, "--notify")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stderr, "not posted: run "+dry+" is a dry run (dry runs are never posted)")
+	require.Equal(t, int64(6), posts.Load())
+
+	// No chat configured: a configuration error, nothing written.
+	r = cli(t, w.env, "report", "--run", posted, "--notify")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "RECONCILER_SLACK_WEBHOOK_URL")
+	require.Empty(t, r.stdout)
+}
+
+// report --link prints a fresh signed link to the report, which opens it
+// until notify.report_link_ttl; a link key that is too short is a
+// configuration error (exit 2) of run, serve and report alike, naming the
+// key and never showing it.
+func TestReportLinkAndLinkKeyErrors(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const key = "0123456789abcdef0123456789abcdef-cli-link-key"
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("notify:\n  report_url: https://reconciler.example/runs/{id}/report.html\n  report_link_ttl: 24h\n"), 0o600))
+	r := cli(t, w.env, "run", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep report.Report
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	id := rep.Runs[0].ID
+
+	env := w.with("RECONCILER_REPORT_LINK_KEY", key, "RECONCILER_CONFIG", cfg)
+	before := time.Now()
+	r = cli(t, env, "report", "--run", itoa(id), "--link")
+	require.Equal(t, 0, r.code, r.stderr)
+	u, err := url.Parse(strings.TrimSpace(r.stdout))
+	require.NoError(t, err)
+	require.Equal(t, "https://reconciler.example/runs/"+itoa(id)+"/report.html", u.Scheme+"://"+u.Host+u.Path)
+	require.NoError(t, signedlink.Verify([]byte(key), id, u.Query(), before.Add(23*time.Hour)))
+	var expired *signedlink.ExpiredError
+	require.ErrorAs(t, signedlink.Verify([]byte(key), id, u.Query(), before.Add(25*time.Hour)), &expired)
+	require.NotContains(t, r.stdout+r.stderr, key)
+
+	r = cli(t, w.with("RECONCILER_CONFIG", cfg), "report", "--run", itoa(id), "--link")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "RECONCILER_REPORT_LINK_KEY")
+
+	const short = "short-s3cr3t-key"
+	for _, args := range [][]string{{"report", "--run", itoa(id), "--link"}, {"run", "--dry-run"}, {"serve"}} {
+		r = cli(t, w.with("RECONCILER_REPORT_LINK_KEY", short, "RECONCILER_CONFIG", cfg), args...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, "RECONCILER_REPORT_LINK_KEY: the report link key is 16 bytes; at least 32 are needed", args)
+		require.NotContains(t, r.stderr+r.stdout, short, args)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, "one line: %q", r.stderr)
+	}
+	keyFile := filepath.Join(t.TempDir(), "absent-link-key")
+	bad := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("notify:\n  report_link_key_file: "+keyFile+"\n"), 0o600))
+	r = cli(t, w.with("RECONCILER_CONFIG", bad), "serve")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "notify.report_link_key_file: cannot read the key file")
 }
