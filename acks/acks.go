@@ -108,16 +108,16 @@ func (t Target) String() string {
 // needsHuman are the actions an acknowledgement applies to.
 var needsHuman = []string{models.ActionRefused, models.ActionReported}
 
-// ErrUnknown is wrapped by Find's error for fingerprints that name no item
+// ErrUnknown is wrapped by Resolve's error for fingerprints that name no item
 // needing a human in the runs reports show.
 var ErrUnknown = errors.New("unknown fingerprint")
 
-// Find resolves fingerprints to the items they name. It looks among the
+// Resolve resolves fingerprints to the items they name. It looks among the
 // items needing a human of the newest finished run, and of the newest
 // succeeded run, of every provider and account (dry runs left out): the
 // items the reports and the alerts show. Every fingerprint must be found;
 // the error names those that were not.
-func Find(ctx context.Context, db *gorm.DB, fps []string) ([]Target, error) {
+func Resolve(ctx context.Context, db *gorm.DB, fps []string) ([]Target, error) {
 	var bad []string
 	for _, fp := range fps {
 		if !Valid(fp) {

@@ -84,10 +84,10 @@ func testTriage(t *testing.T, db *gorm.DB) {
 
 	// Unknown, malformed and repaired fingerprints are refused, and nothing is written.
 	for _, fps := range [][]string{{fpA, "0123456789abcdef"}, {"not-a-fingerprint"}, {fpR}} {
-		_, err := acks.Find(ctx, db, fps)
+		_, err := acks.Resolve(ctx, db, fps)
 		require.True(t, errors.Is(err, acks.ErrUnknown), "%v: %v", fps, err)
 	}
-	targets, err := acks.Find(ctx, db, []string{fpA, fpB, fpA})
+	targets, err := acks.Resolve(ctx, db, []string{fpA, fpB, fpA})
 	require.NoError(t, err)
 	require.Len(t, targets, 2, "a fingerprint given twice is one item")
 	require.Equal(t, "pi_a", targets[0].ProviderID)
@@ -126,7 +126,7 @@ func testTriage(t *testing.T, db *gorm.DB) {
 
 	// Found in the newest run now; reopening takes the acknowledgement back
 	// and keeps the history.
-	targets, err = acks.Find(ctx, db, []string{fpA})
+	targets, err = acks.Resolve(ctx, db, []string{fpA})
 	require.NoError(t, err)
 	require.Equal(t, second.ID, targets[0].RunID)
 	_, err = acks.Record(ctx, db, targets, "bob", "the refund bounced", now.Add(4*time.Hour), true)

@@ -49,7 +49,7 @@ func (s *Server) postAck(w http.ResponseWriter, r *http.Request, caller string) 
 		writeJSON(w, http.StatusBadRequest, apiError{Error: `note is required: say why the item needs nothing more, e.g. {"note": "refunded by hand, ticket 4411"}`, Field: "note"})
 		return
 	}
-	targets, err := acks.Find(r.Context(), s.Runner.DB, []string{fp})
+	targets, err := acks.Resolve(r.Context(), s.Runner.DB, []string{fp})
 	if errors.Is(err, acks.ErrUnknown) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("fingerprint %s names no refused or reported item of the latest runs", fp), Field: "fingerprint"})
 		return

@@ -37,7 +37,7 @@ func cmdAck(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		return err
 	}
 	defer closeDB()
-	targets, err := acks.Find(ctx, db, fps)
+	targets, err := acks.Resolve(ctx, db, fps)
 	if errors.Is(err, acks.ErrUnknown) {
 		return usageError{Err: err}
 	} else if err != nil {
