@@ -535,7 +535,7 @@ func Classify(before, after Local, p Plan, applied []Step, inserted bool, w Chec
 		items = append(items, Item{
 			Kind: models.KindMissingLocal, Action: models.ActionRepaired,
 			LocalState: models.StateNone, ProviderState: string(latest.To),
-			Detail: base(fmt.Sprintf("The payment was unknown locally (its webhooks never arrived); it was created as %s from the provider's record.", latest.To)),
+			Detail: base(fmt.Sprintf("The payment was unknown locally (its webhooks never arrived); it was created as a payment in state %s from the provider's record.", latest.To)),
 		})
 	case after.State == latest.To:
 		if len(applied) > 0 || refundRaised {

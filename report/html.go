@@ -16,8 +16,11 @@ import (
 
 // RenderHTML writes rep as one self-contained HTML page (no external assets,
 // no scripts): inline CSS, a summary per run, an inline-SVG chart of the
-// drift by kind (stacked by action), and the items table with items needing
-// a human first.
+// drift by kind (stacked by action), and the items as lists: those needing
+// a human first (new since the last run, still open, acknowledged), each
+// with its fingerprint, then the repaired ones. Each item's explanation is
+// a paragraph of its own under its facts, so that nothing scrolls sideways
+// at 1280 px or on a phone (the Chromium test measures it).
 //
 // Everything goes through html/template, so explanations, ids and errors are
 // escaped, and a Content-Security-Policy meta tag forbids scripts and any
@@ -26,9 +29,11 @@ import (
 // provider_currency). Nothing on the page depends on the time of rendering.
 func RenderHTML(w io.Writer, rep Report) error {
 	rep = withLinks(rep)
-	p := htmlPage{Title: reportTitle(rep), Kinds: kindGlossary}
+	p := htmlPage{Title: reportTitle(rep), Kinds: kindGlossary, AckHint: AckHint}
 	for _, r := range rep.Runs {
-		p.Runs = append(p.Runs, runView(r))
+		v := runView(r)
+		p.Hint = p.Hint || v.NeedHuman > 0
+		p.Runs = append(p.Runs, v)
 	}
 	return execute(w, "report", p)
 }
@@ -109,6 +114,9 @@ type htmlPage struct {
 	Title string
 	Runs  []htmlRun
 	Kinds []glossaryEntry
+	// Hint says to show AckHint: some run has an item needing a human.
+	Hint    bool
+	AckHint string
 }
 
 type historyPage struct {
@@ -125,15 +133,26 @@ type htmlRun struct {
 	Trigger, Status, StatusClass, Duration string
 	Mode, Error, Warning, MissRatio        string
 	ReadBy                                 string
-	DryRun                                 bool
-	Examined, InSync, Repaired, Refused    int64
-	Reported, Synthetic, EventsRead, API   int64
-	NeedHuman                              int
-	Omitted                                int64
-	RepairedLabel, OmittedPhrase           string
-	Items                                  []htmlItem
-	Chart                                  *svgChart
-	Totals                                 *htmlTotals
+	// Incomplete is the sentence of a failed or interrupted run.
+	Incomplete                           string
+	DryRun                               bool
+	Examined, InSync, Repaired, Refused  int64
+	Reported, Synthetic, EventsRead, API int64
+	NeedHuman                            int
+	Triage                               *Triage
+	TriageLine                           string
+	Omitted                              int64
+	RepairedLabel, OmittedPhrase         string
+	Groups                               []htmlGroup
+	Chart                                *svgChart
+	Totals                               *htmlTotals
+}
+
+// htmlGroup is one section of a run's items (groupItems).
+type htmlGroup struct {
+	Anchor, Key, Title, Intro string
+	Human                     bool
+	Items                     []htmlItem
 }
 
 // htmlTotals are a run's money totals, formatted.
@@ -167,10 +186,12 @@ type htmlItem struct {
 	ID, URL, Kind, Action, ActionClass string
 	Local, Provider                    string
 	Amount, Refunded                   string
-	Mismatch                           []string
-	Time                               string
-	Inferred, NeedsHuman               bool
-	Explanation                        string
+	// Mismatch is both amounts of a mismatch item (mismatchAmounts).
+	Mismatch             string
+	Time                 string
+	Inferred, NeedsHuman bool
+	Explanation          string
+	Fingerprint, Ack     string
 }
 
 func runView(r RunReport) htmlRun {
@@ -181,9 +202,9 @@ func runView(r RunReport) htmlRun {
 		Duration: duration(r), Mode: r.Mode, DryRun: r.DryRun,
 		Examined: r.Examined, InSync: r.InSync, Repaired: r.Repaired, Refused: r.Refused, Reported: r.Reported,
 		Synthetic: r.SyntheticEvents, EventsRead: r.EventsRead, API: r.APIRequests,
-		MissRatio:     percent(r.WebhookMissRatio),
+		MissRatio:     missRatio(r),
 		RepairedLabel: actionLabel(models.ActionRepaired, r.DryRun), OmittedPhrase: repairedPhrase(r.DryRun),
-		Totals: totalsView(r.Totals),
+		Totals: totalsView(r.Totals), Incomplete: incomplete(r), Triage: r.Triage, TriageLine: triageLine(r.Triage),
 	}
 	if v.Account == "" {
 		v.Account = "platform"
@@ -203,17 +224,18 @@ func runView(r RunReport) htmlRun {
 		v.Warning = wn
 	}
 	v.ReadBy = ReadBy(r.Notes)
-	items := append([]Item(nil), r.Items...)
-	sort.SliceStable(items, func(i, j int) bool { return priority(items[i]) < priority(items[j]) })
-	for _, it := range items {
-		hi := itemView(r, it)
-		if hi.NeedsHuman {
-			v.NeedHuman++
+	for _, g := range groupItems(r) {
+		hg := htmlGroup{Anchor: fmt.Sprintf("run-%d-%s", r.ID, g.Key), Key: g.Key, Title: g.Title, Intro: g.Intro, Human: g.Human()}
+		for _, it := range g.Items {
+			hg.Items = append(hg.Items, itemView(r, it))
 		}
-		v.Items = append(v.Items, hi)
+		if hg.Human {
+			v.NeedHuman += len(hg.Items)
+		}
+		v.Groups = append(v.Groups, hg)
 	}
-	if len(items) > 0 {
-		v.Chart = kindChart(r.ID, items)
+	if len(r.Items) > 0 {
+		v.Chart = kindChart(r.ID, r.Items)
 	}
 	return v
 }
@@ -221,7 +243,10 @@ func runView(r RunReport) htmlRun {
 func itemView(r RunReport, it Item) htmlItem {
 	v := htmlItem{ID: it.ProviderID, Kind: orDash(it.Kind), Action: orDash(it.ActionLabel()), ActionClass: actionClass(it.Action),
 		Local: orDash(str(it.LocalState)), Provider: orDash(str(it.ProviderState)), Explanation: it.Explanation,
-		NeedsHuman: it.NeedsHuman(), Inferred: it.TimeInferred, Amount: "—", Time: "—"}
+		NeedsHuman: it.NeedsHuman(), Inferred: it.TimeInferred, Amount: "—", Time: "—", Mismatch: mismatchAmounts(it)}
+	if v.NeedsHuman {
+		v.Fingerprint, v.Ack = it.Fingerprint, ackLine(it)
+	}
 	v.URL = it.DashboardURL
 	if v.URL == "" {
 		v.URL = DashboardURL(r.Provider, r.Mode, r.Account, it.ProviderID)
@@ -237,14 +262,6 @@ func itemView(r RunReport, it Item) htmlItem {
 	}
 	if it.ProviderTime != nil {
 		v.Time = isoTime(*it.ProviderTime)
-	}
-	if it.Kind == models.KindMismatch {
-		if s := detailAmount(it.Detail, "local"); s != "" {
-			v.Mismatch = append(v.Mismatch, "local: "+s)
-		}
-		if s := detailAmount(it.Detail, "provider"); s != "" {
-			v.Mismatch = append(v.Mismatch, "provider: "+s)
-		}
 	}
 	return v
 }
@@ -549,7 +566,7 @@ func historyFrame(c *svgChart, runs []RunReport, top, step float64, suffix, yLab
 			continue
 		}
 		cls := "tick"
-		if r.Status == "failed" {
+		if !measured(r) {
 			cls = "tick failed"
 		}
 		c.Texts = append(c.Texts,
@@ -593,8 +610,8 @@ func actionsChart(runs []RunReport) *svgChart {
 				}
 			}
 		}
-		if r.Status == "failed" {
-			g.Text = append(g.Text, svgText{X: f1(cx), Y: f1(y(0) - 4), Anchor: "middle", Class: "val failed", Text: "✕", Title: fmt.Sprintf("run %d failed", r.ID)})
+		if !measured(r) {
+			g.Text = append(g.Text, svgText{X: f1(cx), Y: f1(y(0) - 4), Anchor: "middle", Class: "val failed", Text: "✕", Title: fmt.Sprintf("run %d %s", r.ID, r.Status)})
 		}
 		c.Groups = append(c.Groups, g)
 		desc = append(desc, fmt.Sprintf("run %d: %d repaired, %d refused", r.ID, r.Repaired, r.Refused))
@@ -605,11 +622,13 @@ func actionsChart(runs []RunReport) *svgChart {
 }
 
 // missChart draws the webhook miss ratio per run as a line; runs that read
-// no events have no ratio and break the line.
+// no events, or did not finish, have no ratio and break the line.
 func missChart(runs []RunReport) *svgChart {
 	most := 0.0
 	for _, r := range runs {
-		most = math.Max(most, 100*r.WebhookMissRatio)
+		if measured(r) {
+			most = math.Max(most, 100*r.WebhookMissRatio)
+		}
 	}
 	top, step := niceMax(most, 0.1, false)
 	c := &svgChart{ID: "history-miss", W: hW, H: hT + hPH + hB, Caption: "Webhook miss ratio per run"}
@@ -623,11 +642,15 @@ func missChart(runs []RunReport) *svgChart {
 		seg = nil
 	}
 	for i, r := range runs {
-		if r.EventsRead == 0 {
+		if r.EventsRead == 0 || !measured(r) {
+			why := "no events read"
+			if !measured(r) {
+				why = "not measured, the run did not finish"
+			}
 			flush()
-			desc = append(desc, fmt.Sprintf("run %d: no events read", r.ID))
+			desc = append(desc, fmt.Sprintf("run %d: %s", r.ID, why))
 			c.Texts = append(c.Texts, svgText{X: f1(centres[i]), Y: f1(y(0) - 4), Anchor: "middle", Class: "val small muted", Text: "n/a",
-				Title: fmt.Sprintf("%s: no events read, no ratio", runName(r))})
+				Title: fmt.Sprintf("%s: %s, no ratio", runName(r), why)})
 			continue
 		}
 		v := 100 * r.WebhookMissRatio
@@ -672,7 +695,7 @@ const pageTemplates = `
   }
 }
 * { box-sizing: border-box; }
-body { margin: 0 auto; padding: 1rem; max-width: 72rem; background: var(--bg); color: var(--fg);
+body { margin: 0 auto; padding: 1rem; max-width: 90rem; background: var(--bg); color: var(--fg);
   font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
 h1 { font-size: 1.5rem; margin: 0.5rem 0 1rem; }
 h2 { font-size: 1.2rem; margin: 2rem 0 0.5rem; padding-top: 1rem; border-top: 1px solid var(--line); }
@@ -685,6 +708,7 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 .banner.error { border-color: var(--refused); background: var(--refused-bg); }
 .banner.warning { border-color: var(--reported); background: var(--reported-bg); }
 .banner.human { border-color: var(--refused); background: var(--refused-bg); }
+.banner.hint { border-color: var(--line); background: var(--panel); }
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.15rem 1rem; margin: 0.5rem 0; }
 .facts dt { color: var(--muted); }
 .facts dd { margin: 0; overflow-wrap: anywhere; }
@@ -695,6 +719,7 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 .stats li.refused .n { color: var(--refused); }
 .stats li.reported .n { color: var(--reported); }
 .stats li.repaired .n { color: var(--repaired); }
+.stats li.new .n { color: var(--refused); }
 .badge { display: inline-block; padding: 0.05rem 0.5rem; border-radius: 999px; font-size: 0.85em; font-weight: 600; border: 1px solid; white-space: nowrap; }
 .badge.a-refused { color: #fff; background: var(--refused); border-color: var(--refused); text-transform: uppercase; letter-spacing: 0.03em; }
 .badge.a-reported { color: #000; background: var(--reported); border-color: var(--reported); text-transform: uppercase; letter-spacing: 0.03em; }
@@ -710,15 +735,34 @@ table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; vertical-align: top; padding: 0.4rem 0.6rem; border-bottom: 1px solid var(--line); }
 th { background: var(--panel); font-weight: 600; white-space: nowrap; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.nowrap { white-space: nowrap; }
-td.expl { min-width: 16rem; overflow-wrap: anywhere; }
-td.notes { min-width: 12rem; max-width: 24rem; overflow-wrap: anywhere; }
+td.nowrap, span.nowrap { white-space: nowrap; }
+.incomplete { color: var(--refused); }
+td.notes { overflow-wrap: anywhere; }
+td.wrap { overflow-wrap: anywhere; }
 tr.human td:first-child { box-shadow: inset 4px 0 0 var(--refused); }
+.group { margin: 1rem 0; }
+.group h3 .count { color: var(--muted); font-weight: 400; }
+.group > p { margin: 0.25rem 0 0.5rem; }
+ol.items { list-style: none; margin: 0.5rem 0; padding: 0; border: 1px solid var(--line); border-radius: 6px; }
+li.item { padding: 0.6rem 0.75rem; border-bottom: 1px solid var(--line); min-width: 0; }
+li.item:last-child { border-bottom: 0; }
+li.item.human { box-shadow: inset 4px 0 0 var(--refused); }
+.g-acknowledged li.item.human { box-shadow: inset 4px 0 0 var(--repaired); }
+.item-head { display: flex; flex-wrap: wrap; gap: 0.25rem 0.75rem; align-items: baseline; margin: 0; font-size: 1rem; font-weight: 400; }
+.item-head .pay { font-weight: 600; overflow-wrap: anywhere; min-width: 0; }
+dl.item-facts { display: flex; flex-wrap: wrap; gap: 0.1rem 1.5rem; margin: 0.3rem 0 0; }
+dl.item-facts > div { min-width: 0; max-width: 100%; }
+dl.item-facts dt { display: inline; color: var(--muted); font-size: 0.85em; }
+dl.item-facts dt::after { content: ":"; }
+dl.item-facts dd { display: inline; margin: 0 0 0 0.3rem; overflow-wrap: anywhere; font-variant-numeric: tabular-nums; }
+code.fp { user-select: all; -webkit-user-select: all; padding: 0 0.25rem; border: 1px solid var(--line); border-radius: 4px; background: var(--panel); }
+p.expl { margin: 0.4rem 0 0; max-width: 80ch; overflow-wrap: anywhere; }
+p.ack { margin: 0.3rem 0 0; padding-left: 0.6rem; border-left: 3px solid var(--repaired); color: var(--muted); overflow-wrap: anywhere; }
 tbody tr:last-child td { border-bottom: 0; }
 .sub { display: block; color: var(--muted); font-size: 0.85em; }
 figure { margin: 0.75rem 0; overflow-x: auto; }
 figcaption { font-weight: 600; margin-bottom: 0.25rem; }
-svg.chart { width: 100%; min-width: 28rem; max-width: 640px; height: auto; display: block; }
+svg.chart { width: 100%; min-width: 21rem; max-width: 640px; height: auto; display: block; }
 svg.chart text { fill: var(--fg); font: 12px system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
 svg.chart text.tick, svg.chart text.muted { fill: var(--muted); font-size: 11px; }
 svg.chart text.small { font-size: 10px; }
@@ -738,10 +782,24 @@ svg.chart circle { fill: var(--bg); stroke: var(--line-chart); stroke-width: 2; 
 details { margin: 1rem 0; }
 summary { cursor: pointer; color: var(--muted); }
 footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
-@media (max-width: 40rem) {
+@media (max-width: 48rem) {
   body { padding: 0.5rem; font-size: 14px; }
   .facts { grid-template-columns: 1fr; }
   .facts dd { margin-bottom: 0.3rem; }
+  dl.item-facts { display: block; }
+  /* A table of many columns becomes one block a row, each cell led by
+     its column's name. */
+  table.stack thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+  table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; width: 100%; }
+  table.stack tr { border-bottom: 1px solid var(--line); padding: 0.3rem 0; }
+  table.stack tbody tr:last-child { border-bottom: 0; }
+  table.stack td, table.stack td.num, table.stack td.nowrap { position: relative; border: 0; padding: 0.1rem 0.6rem 0.1rem 9.5rem;
+    text-align: left; white-space: normal; overflow-wrap: anywhere; }
+  table.stack td::before { content: attr(data-label); color: var(--muted); position: absolute; left: 0.6rem; width: 8.5rem; }
+  table.stack td { min-height: 1.6em; }
+  table.stack td:empty { display: none; }
+  table.stack tr.human td:first-child { box-shadow: none; }
+  table.stack tr.human { box-shadow: inset 4px 0 0 var(--refused); }
 }
 @media print {
   :root { --bg: #fff; --fg: #000; --muted: #444; --panel: #f2f2f2; --line: #bbb; }
@@ -834,6 +892,11 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 <li><span class="n">{{.EventsRead}}</span><span class="k">events read</span></li>
 <li><span class="n">{{.API}}</span><span class="k">API requests</span></li>
 <li><span class="n">{{.MissRatio}}</span><span class="k">webhook miss ratio</span></li>
+{{- with .Triage}}
+<li class="new"><span class="n">{{.New}}</span><span class="k">new since the last run</span></li>
+<li><span class="n">{{.Open}}</span><span class="k">still open</span></li>
+<li class="repaired"><span class="n">{{.Acknowledged}}</span><span class="k">acknowledged</span></li>
+{{- end}}
 </ul>
 {{- end}}
 
@@ -842,7 +905,10 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 <body>
 <header>
 <h1>{{.Title}}</h1>
-<p class="muted">Drift between the payment providers and our database, per run. Items that need a human (refused or reported) come first in each table. Times are UTC.</p>
+<p class="muted">Drift between the payment providers and our database, per run. Items that need a human (refused or reported) come first: new since the last run, still open, then acknowledged; the repaired ones follow. Times are UTC.</p>
+{{- if .Hint}}
+<div class="banner hint" role="note">Looked at an item and want it left alone? Acknowledge it by its fingerprint: <code>{{.AckHint}}</code></div>
+{{- end}}
 </header>
 <main>
 {{- range .Runs}}
@@ -851,7 +917,9 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 {{- if .DryRun}}
 <div class="banner dry" role="note"><strong>Dry run:</strong> nothing was written but this report; items marked “would repair” were not applied.</div>
 {{- end}}
-{{- if .Error}}
+{{- if .Incomplete}}
+<div class="banner error" role="alert"><strong>{{.Incomplete}}</strong></div>
+{{- else if .Error}}
 <div class="banner error" role="alert"><strong>Error:</strong> {{.Error}}</div>
 {{- end}}
 {{- if .Warning}}
@@ -868,11 +936,11 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 <p class="muted">{{.Scope}}.</p>
 {{- if .Rows}}
 <div class="table-wrap">
-<table class="totals">
+<table class="totals stack">
 <thead><tr><th scope="col">currency</th><th scope="col">as</th><th scope="col" class="num">payments</th><th scope="col" class="num">captured</th><th scope="col" class="num">refunded</th><th scope="col" class="num">disputed</th><th scope="col" class="num">settled</th></tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr><td>{{.Currency}}</td><td>{{.Side}}</td><td class="num">{{.Payments}}</td><td class="num">{{.Captured}}</td><td class="num">{{.Refunded}}</td><td class="num">{{.Disputed}}</td><td class="num">{{.Settled}}</td></tr>
+<tr><td data-label="currency">{{.Currency}}</td><td data-label="as">{{.Side}}</td><td class="num" data-label="payments">{{.Payments}}</td><td class="num" data-label="captured">{{.Captured}}</td><td class="num" data-label="refunded">{{.Refunded}}</td><td class="num" data-label="disputed">{{.Disputed}}</td><td class="num" data-label="settled">{{.Settled}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -884,33 +952,46 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 <p><strong>As the provider has it:</strong> {{.ProviderNote}}.</p>
 {{- end}}
 {{- end}}
-{{- if .Items}}
+{{- if .Groups}}
 {{- if .NeedHuman}}
-<div class="banner human" role="note"><strong>{{.NeedHuman}} {{if eq .NeedHuman 1}}item needs{{else}}items need{{end}} a human</strong> (refused or reported: nothing was changed for them).</div>
+<div class="banner human" role="note"><strong>{{.NeedHuman}} {{if eq .NeedHuman 1}}item needs{{else}}items need{{end}} a human</strong>{{if .TriageLine}} ({{.TriageLine}}){{end}}: refused or reported, nothing was changed for them.</div>
 {{- end}}
 {{template "chart" .Chart}}
-<h3>Items</h3>
-<div class="table-wrap">
-<table>
-<thead><tr><th scope="col">payment</th><th scope="col">kind</th><th scope="col">action</th><th scope="col">local → provider</th><th scope="col" class="num">amount</th><th scope="col">provider time (UTC)</th><th scope="col">explanation</th></tr></thead>
-<tbody>
-{{- range .Items}}
-<tr{{if .NeedsHuman}} class="human"{{end}}>
-<td class="nowrap mono">{{if .URL}}<a href="{{.URL}}" rel="noreferrer" target="_blank">{{.ID}}</a>{{else}}{{.ID}}{{end}}</td>
-<td class="nowrap"><code>{{.Kind}}</code></td>
-<td><span class="badge {{.ActionClass}}">{{.Action}}</span></td>
-<td class="nowrap">{{.Local}} → {{.Provider}}</td>
-<td class="num">{{.Amount}}{{if .Refunded}}<span class="sub">refunded {{.Refunded}}</span>{{end}}{{range .Mismatch}}<span class="sub">{{.}}</span>{{end}}</td>
-<td class="nowrap mono">{{.Time}}{{if .Inferred}} <span class="muted">(inferred)</span>{{end}}</td>
-<td class="expl">{{.Explanation}}</td>
-</tr>
+{{- range .Groups}}
+<div class="group g-{{.Key}}" id="{{.Anchor}}">
+<h3 id="{{.Anchor}}-h">{{.Title}} <span class="count">({{len .Items}})</span></h3>
+{{- if .Intro}}
+<p class="muted">{{.Intro}}</p>
 {{- end}}
-</tbody>
-</table>
+<ol class="items" aria-labelledby="{{.Anchor}}-h">
+{{- range .Items}}
+<li class="item{{if .NeedsHuman}} human{{end}}">
+<p class="item-head"><span class="pay mono">{{if .URL}}<a href="{{.URL}}" rel="noreferrer" target="_blank">{{.ID}}</a>{{else}}{{.ID}}{{end}}</span> <code class="kind">{{.Kind}}</code> <span class="badge {{.ActionClass}}">{{.Action}}</span></p>
+<dl class="item-facts">
+<div><dt>local → provider</dt><dd class="states">{{.Local}} → {{.Provider}}</dd></div>
+<div><dt>amount</dt><dd class="amount">{{.Amount}}{{if .Refunded}}, refunded {{.Refunded}}{{end}}</dd></div>
+{{- if .Mismatch}}
+<div><dt>amounts differ</dt><dd class="mismatch">{{.Mismatch}}</dd></div>
+{{- end}}
+<div><dt>provider time (UTC)</dt><dd class="time mono">{{.Time}}{{if .Inferred}} <span class="muted">(inferred)</span>{{end}}</dd></div>
+{{- if .Fingerprint}}
+<div><dt>fingerprint</dt><dd><code class="fp">{{.Fingerprint}}</code></dd></div>
+{{- end}}
+</dl>
+<p class="expl">{{.Explanation}}</p>
+{{- if .Ack}}
+<p class="ack">{{.Ack}}</p>
+{{- end}}
+</li>
+{{- end}}
+</ol>
 </div>
+{{- end}}
 {{- if .Omitted}}
 <p class="muted">…and {{.Omitted}} more items that {{.OmittedPhrase}}; the CSV and JSON reports list every item.</p>
 {{- end}}
+{{- else if .Incomplete}}
+<p class="empty">No drift was found before the run stopped; the rest of the window was not compared.</p>
 {{- else}}
 <p class="empty">No drift.</p>
 {{- end}}
@@ -951,30 +1032,23 @@ footer { margin-top: 2rem; color: var(--muted); font-size: 0.85rem; }
 {{- if .Count}}
 {{template "chart" .Actions}}
 {{template "chart" .Miss}}
-<h2>Runs</h2>
+<h2 id="runs-h">Runs</h2>
 <div class="table-wrap">
-<table>
-<thead><tr><th scope="col">run</th><th scope="col">started (UTC)</th><th scope="col">provider</th><th scope="col">account</th><th scope="col">status</th><th scope="col" class="num">repaired</th><th scope="col" class="num">refused</th><th scope="col" class="num">reported</th><th scope="col" class="num">miss ratio</th><th scope="col">notes</th><th scope="col" class="num">examined</th><th scope="col" class="num">events read</th><th scope="col" class="num">synthetic</th><th scope="col" class="num">API requests</th><th scope="col" class="num">duration</th><th scope="col">mode</th><th scope="col">trigger</th></tr></thead>
+<table class="runs stack" aria-labelledby="runs-h">
+<thead><tr><th scope="col" class="num">run</th><th scope="col">started (UTC)</th><th scope="col">provider</th><th scope="col">status</th><th scope="col" class="num">repaired</th><th scope="col" class="num">refused</th><th scope="col" class="num">reported</th><th scope="col" class="num">miss ratio</th><th scope="col" class="num">read</th><th scope="col">notes</th></tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr{{if or .Error .Refused}} class="human"{{end}}>
-<td class="num">{{.ID}}</td>
-<td class="nowrap mono">{{.Started}}</td>
-<td>{{.Provider}}</td>
-<td>{{.Account}}</td>
-<td><span class="badge {{.StatusClass}}">{{.Status}}</span></td>
-<td class="num">{{.Repaired}}</td>
-<td class="num">{{.Refused}}</td>
-<td class="num">{{.Reported}}</td>
-<td class="num">{{.MissRatio}}</td>
-<td class="notes">{{if .DryRun}}<span class="badge a-reported">dry run</span> {{end}}{{if .Error}}<strong>error:</strong> {{.Error}}{{end}}{{if .Warning}}<span class="sub">warning: {{.Warning}}</span>{{end}}</td>
-<td class="num">{{.Examined}}</td>
-<td class="num">{{.EventsRead}}</td>
-<td class="num">{{.Synthetic}}</td>
-<td class="num">{{.API}}</td>
-<td class="num">{{.Duration}}</td>
-<td>{{.Mode}}</td>
-<td class="nowrap">{{.Trigger}}</td>
+<tr{{if or .Error .Refused .Incomplete}} class="human"{{end}}>
+<td class="num" data-label="run">{{.ID}}</td>
+<td data-label="started (UTC)"><span class="mono nowrap">{{.Started}}</span><span class="sub">{{.Duration}} · {{.Trigger}}</span></td>
+<td class="wrap" data-label="provider">{{.Provider}}<span class="sub">{{.Account}} · {{.Mode}}</span></td>
+<td data-label="status"><span class="badge {{.StatusClass}}">{{.Status}}</span></td>
+<td class="num" data-label="{{.RepairedLabel}}">{{.Repaired}}</td>
+<td class="num" data-label="refused">{{.Refused}}</td>
+<td class="num" data-label="reported">{{.Reported}}</td>
+<td class="num" data-label="miss ratio">{{.MissRatio}}</td>
+<td class="num" data-label="read">{{.Examined}} examined<span class="sub">{{.EventsRead}} events, {{.Synthetic}} synthetic</span><span class="sub">{{.API}} API requests</span></td>
+<td class="notes" data-label="notes">{{if .DryRun}}<span class="badge a-reported">dry run</span> {{end}}{{if .Incomplete}}<span class="incomplete">{{.Incomplete}}</span>{{else if .Error}}<strong>error:</strong> {{.Error}}{{end}}{{if .Warning}}<span class="sub">warning: {{.Warning}}</span>{{end}}</td>
 </tr>
 {{- end}}
 </tbody>

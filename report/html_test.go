@@ -236,15 +236,10 @@ func TestRenderHTMLEscapes(t *testing.T) {
 	// The escaped text reads back as what was given.
 	doc := parse(t, page)
 	var expls, ids []string
-	for _, td := range all(doc, withClass("td", "expl")) {
-		expls = append(expls, text(td))
+	for _, it := range items(doc) {
+		expls, ids = append(expls, it["expl"]), append(ids, it["id"])
 	}
 	assert.Contains(t, expls, expl)
-	for _, tr := range all(doc, elem("tr")) {
-		if tds := all(tr, elem("td")); len(tds) == 7 {
-			ids = append(ids, text(tds[0]))
-		}
-	}
 	assert.Equal(t, []string{id, "pi_js"}, ids)
 	links := all(doc, elem("a"))
 	require.Len(t, links, 1, "a javascript: dashboard url is not linked")
@@ -276,30 +271,53 @@ func TestRenderHTMLContent(t *testing.T) {
 	}
 	assert.NotContains(t, run7, "Dry run")
 	assert.NotContains(t, run7, "Error")
-	for _, want := range []string{"Run 8: stripe, acct_123", "Dry run", "api by ops", "failed", "Error: stripe: 401 | invalid API key", "No drift."} {
+	for _, want := range []string{"Run 8: stripe, acct_123", "Dry run", "api by ops", "failed",
+		"The run failed before it finished, so this is not a full account of the window: stripe: 401 | invalid API key",
+		"No drift was found before the run stopped", "—webhook miss ratio"} {
 		assert.Contains(t, run8, want)
 	}
-	assert.Equal(t, 1, strings.Count(page, "No drift."), "only run 8 has no drift")
+	assert.NotContains(t, page, "No drift.", "run 8 failed: it does not say No drift")
+	for _, want := range []string{"2new since the last run", "1still open", "1acknowledged", "(2 new, 1 still open, 1 acknowledged)"} {
+		assert.Contains(t, run7, want)
+	}
 
-	// Every item, linked to its dashboard; those needing a human first.
+	// Every item, linked to its dashboard, in its section: new, still
+	// open, acknowledged, repaired; refused before reported within one.
+	order := []string{"pi_1", "pi_4", "pi_2", "pi_3", "pi_5", "pi_6"}
 	links := all(sections[0], elem("a"))
 	require.Len(t, links, len(s.Runs[0].Items))
-	for i, it := range s.Runs[0].Items {
-		assert.Equal(t, it.ProviderID, text(links[i]))
-		assert.Equal(t, DashboardURL("stripe", "test", "", it.ProviderID), attr(links[i], "href"))
-		assert.Contains(t, page, ">"+it.ProviderID+"<")
+	for i, id := range order {
+		assert.Equal(t, id, text(links[i]))
+		assert.Equal(t, DashboardURL("stripe", "test", "", id), attr(links[i], "href"))
+		assert.Contains(t, page, ">"+id+"<")
 	}
+	var groups []string
+	for _, g := range all(sections[0], withClass("div", "group")) {
+		var ids []string
+		for _, it := range items(g) {
+			ids = append(ids, it["id"])
+			if it["id"] != "pi_5" && it["id"] != "pi_6" {
+				assert.Regexp(t, `^[0-9a-f]{16}$`, it["fingerprint"], "%s has its fingerprint", it["id"])
+			} else {
+				assert.Empty(t, it["fingerprint"], "a repaired item has none shown")
+			}
+		}
+		groups = append(groups, text(all(g, elem("h3"))[0])+": "+strings.Join(ids, " "))
+	}
+	assert.Equal(t, []string{"New since the last run (2): pi_1 pi_4", "Still open (1): pi_2", "Acknowledged (1): pi_3", "Repaired (2): pi_5 pi_6"}, groups)
+	assert.Contains(t, run7, "Acknowledged by maria at 2026-11-01T09:30:00Z: the customer paid 2.00 EUR by bank transfer; leave it")
+	assert.Contains(t, run7, "The previous run (run 6) did not have them.")
+	assert.Equal(t, 1, strings.Count(page, AckHint), "the ack hint once")
 	var actions []string
 	for _, b := range all(sections[0], withClass("span", "badge")) {
 		if strings.HasPrefix(attr(b, "class"), "badge a-") {
 			actions = append(actions, text(b))
 		}
 	}
-	assert.Equal(t, []string{"refused", "refused", "reported", "reported", "repaired", "repaired"}, actions)
+	assert.Equal(t, []string{"refused", "reported", "refused", "reported", "repaired", "repaired"}, actions)
 
 	// Mismatch amounts come from Detail; nothing else in Detail does.
-	assert.Contains(t, run7, "local: 10.00 EUR")
-	assert.Contains(t, run7, "provider: 12.00 EUR")
+	assert.Contains(t, run7, "local 10.00 EUR, provider 12.00 EUR")
 	assert.NotContains(t, page, "2026-10-31T11:00:01Z", "detail local_time is not shown")
 
 	// One bar per drift kind, in the chart's order.
@@ -369,25 +387,19 @@ func TestRenderHTMLAmountsTimesAndDetail(t *testing.T) {
 	}}}}
 	page := renderHTML(t, rep)
 	doc := parse(t, page)
-	rows := map[string][]string{}
-	for _, tr := range all(doc, elem("tr")) {
-		tds := all(tr, elem("td"))
-		if len(tds) != 7 {
-			continue
-		}
-		var cells []string
-		for _, td := range tds {
-			cells = append(cells, text(td))
-		}
-		rows[cells[0]] = cells
+	rows := map[string]map[string]string{}
+	for _, it := range items(doc) {
+		rows[it["id"]] = it
 	}
 	require.Len(t, rows, 3)
-	assert.Equal(t, "12.34 GBPrefunded 5.00 GBP", rows["pi_gbp"][4])
-	assert.Equal(t, "2026-10-31T09:00:00Z (inferred)", rows["pi_gbp"][5], "UTC, ISO 8601")
-	assert.Equal(t, "123456 JPYlocal: 120000 JPYprovider: 123456 JPY", rows["pi_jpy"][4])
-	assert.Equal(t, "—", rows["pi_jpy"][5], "no provider time")
-	assert.Equal(t, "1.500 KWDlocal: 1.500 KWDprovider: 15.00 USD", rows["pi_kwd"][4])
-	assert.NotContains(t, rows["pi_gbp"][4], "9999", "local_amount is shown for mismatch items only")
+	assert.Equal(t, "12.34 GBP, refunded 5.00 GBP", rows["pi_gbp"]["amount"])
+	assert.Equal(t, "2026-10-31T09:00:00Z (inferred)", rows["pi_gbp"]["time"], "UTC, ISO 8601")
+	assert.Equal(t, "123456 JPY", rows["pi_jpy"]["amount"])
+	assert.Equal(t, "local 120000 JPY, provider 123456 JPY", rows["pi_jpy"]["mismatch"])
+	assert.Equal(t, "—", rows["pi_jpy"]["time"], "no provider time")
+	assert.Equal(t, "local 1.500 KWD, provider 15.00 USD", rows["pi_kwd"]["mismatch"])
+	assert.NotContains(t, rows["pi_gbp"], "mismatch", "local_amount is shown for mismatch items only")
+	assert.NotContains(t, page, "9999.99", "nor anywhere else")
 	for _, pii := range []string{"jane", "Jane", "Doe", "Main Street", "4242", "email", "billing"} {
 		assert.NotContains(t, page, pii)
 	}
@@ -489,9 +501,33 @@ func TestRenderHistoryHTMLContent(t *testing.T) {
 	}
 	assert.Equal(t, []string{"108", "107", "106", "105", "104", "103", "102", "101"}, rowIDs)
 	body := text(doc)
-	for _, want := range []string{"error: stripe: 401 | invalid API key", "dry run", "warning: the window starts before", "OR123", "platform", "api by ops", "1m35s"} {
+	for _, want := range []string{"The run failed before it finished, so this is not a full account of the window: stripe: 401 | invalid API key",
+		"dry run", "warning: the window starts before", "OR123", "platform", "api by ops", "1m35s"} {
 		assert.Contains(t, body, want)
 	}
+	// The failed run's ratio was not measured: a dash in the table, no
+	// point in the chart.
+	for _, tr := range all(doc, elem("tr")) {
+		if tds := all(tr, elem("td")); len(tds) > 0 && text(tds[0]) == "103" {
+			assert.Equal(t, "—", text(all(tr, func(n *html.Node) bool { return attr(n, "data-label") == "miss ratio" })[0]))
+		}
+	}
+	assert.NotContains(t, text(miss), "run 103 (stripe 2026-10-26T02:00:00Z, failed): 0.00%")
+}
+
+// An interrupted run reads as one in the history: a dash for its ratio,
+// no point in the chart, the sentence in its notes.
+func TestRenderHistoryHTMLInterrupted(t *testing.T) {
+	runs := historyRuns()
+	runs[6].Status, runs[6].Error = "interrupted", ptr("context canceled")
+	doc := parse(t, renderHistory(t, runs))
+	assert.Contains(t, text(doc), "The run was interrupted before it finished, so this is not a full account of the window: context canceled")
+	assert.Len(t, all(all(doc, elem("svg"))[1], elem("circle")), 5, "run 107 has no point")
+	var ratios []string
+	for _, td := range all(doc, func(n *html.Node) bool { return attr(n, "data-label") == "miss ratio" }) {
+		ratios = append(ratios, text(td))
+	}
+	assert.Equal(t, []string{"0.48%", "—", "0.00%", "1.11%", "2.20%", "—", "0.00%", "0.75%"}, ratios)
 }
 
 func TestNiceMax(t *testing.T) {
@@ -548,4 +584,21 @@ func TestRenderHTMLOddInputs(t *testing.T) {
 	assert.Equal(t, "a-other", attr(all(bars[0], elem("rect"))[0], "class"))
 	assert.Len(t, all(doc, withClass("span", "a-other")), 1)
 	assert.Empty(t, all(doc, elem("a")), "no dashboard for an unknown provider")
+}
+
+// items returns the report items under n, each as its id, explanation,
+// amount, mismatch, time and fingerprint texts.
+func items(n *html.Node) []map[string]string {
+	var out []map[string]string
+	for _, li := range all(n, withClass("li", "item")) {
+		m := map[string]string{"id": text(all(li, withClass("span", "pay"))[0])}
+		for _, k := range []struct{ tag, class, key string }{{"p", "expl", "expl"}, {"dd", "amount", "amount"}, {"dd", "mismatch", "mismatch"},
+			{"dd", "time", "time"}, {"code", "fp", "fingerprint"}, {"dd", "states", "states"}, {"p", "ack", "ack"}} {
+			if found := all(li, withClass(k.tag, k.class)); len(found) > 0 {
+				m[k.key] = text(found[0])
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }

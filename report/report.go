@@ -629,6 +629,7 @@ func sideLabel(side string) string {
 
 func renderMD(out io.Writer, rep Report) error {
 	w := &stickyWriter{w: out}
+	hinted := false
 	for _, r := range rep.Runs {
 		acct := r.Account
 		if acct == "" {
@@ -648,7 +649,10 @@ func renderMD(out io.Writer, rep Report) error {
 		fmt.Fprintf(w, "| duration | %s |\n", time.Duration(r.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 		fmt.Fprintf(w, "| examined | %d |\n| in sync | %d |\n| %s | %d |\n| refused | %d |\n| reported | %d |\n", r.Examined, r.InSync,
 			actionLabel(models.ActionRepaired, r.DryRun), r.Repaired, r.Refused, r.Reported)
-		fmt.Fprintf(w, "| events read | %d |\n| synthetic events | %d |\n| webhook miss ratio | %.2f%% |\n| API requests | %d |\n", r.EventsRead, r.SyntheticEvents, 100*r.WebhookMissRatio, r.APIRequests)
+		if tl := triageLine(r.Triage); tl != "" {
+			fmt.Fprintf(w, "| needing a human | %s |\n", tl)
+		}
+		fmt.Fprintf(w, "| events read | %d |\n| synthetic events | %d |\n| webhook miss ratio | %s |\n| API requests | %d |\n", r.EventsRead, r.SyntheticEvents, missRatio(r), r.APIRequests)
 		if r.Error != nil {
 			fmt.Fprintf(w, "| error | %s |\n", mdCell(*r.Error))
 		}
@@ -659,38 +663,82 @@ func renderMD(out io.Writer, rep Report) error {
 			fmt.Fprintf(w, "| warning | %s |\n", mdCell(wn))
 		}
 		fmt.Fprintln(w)
+		inc := incomplete(r)
+		if inc != "" {
+			fmt.Fprintf(w, "**%s**\n\n", mdCell(inc))
+		}
 		mdTotals(w, r.Totals)
 		if len(r.Items) == 0 {
-			fmt.Fprint(w, "No drift.\n\n")
+			if inc != "" {
+				fmt.Fprint(w, "No drift was found before the run stopped; the rest of the window was not compared.\n\n")
+			} else {
+				fmt.Fprint(w, "No drift.\n\n")
+			}
 			continue
 		}
-		fmt.Fprintf(w, "| payment | kind | action | local → provider | amount | provider time | explanation |\n|---|---|---|---|---|---|---|\n")
-		for _, it := range r.Items {
-			id := mdCell(it.ProviderID)
-			if it.DashboardURL != "" {
-				id = "[" + id + "](" + it.DashboardURL + ")"
+		for _, g := range groupItems(r) {
+			fmt.Fprintf(w, "### %s (%d)\n\n", g.Title, len(g.Items))
+			if g.Intro != "" {
+				fmt.Fprintf(w, "%s\n\n", g.Intro)
 			}
-			action := mdCell(it.ActionLabel())
-			if it.NeedsHuman() {
-				action = "**" + action + "**"
+			if g.Human() && !hinted {
+				hinted = true
+				fmt.Fprintf(w, "To leave an item alone once you have looked at it, acknowledge it by its fingerprint: `%s`\n\n", AckHint)
 			}
-			pt := "—"
-			if it.ProviderTime != nil {
-				pt = it.ProviderTime.UTC().Format(time.RFC3339)
-				if it.TimeInferred {
-					pt += " (inferred)"
-				}
+			for _, it := range g.Items {
+				mdItem(w, it)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s → %s | %s %s | %s | %s |\n", id, mdCell(it.Kind), action,
-				mdCell(orDash(str(it.LocalState))), mdCell(orDash(str(it.ProviderState))),
-				MajorUnits(it.Amount, it.Currency), mdCell(strings.ToUpper(it.Currency)), pt, mdCell(it.Explanation))
+			fmt.Fprintln(w)
 		}
 		if r.ItemsOmitted > 0 {
-			fmt.Fprintf(w, "…and %d more items that %s; the CSV and JSON reports list every item.\n", r.ItemsOmitted, repairedPhrase(r.DryRun))
+			fmt.Fprintf(w, "…and %d more items that %s; the CSV and JSON reports list every item.\n\n", r.ItemsOmitted, repairedPhrase(r.DryRun))
 		}
-		fmt.Fprintln(w)
 	}
 	return w.err
+}
+
+// mdItem writes one item as a list entry: its facts on the first line,
+// the explanation on its own line, then, for an item needing a human, its
+// fingerprint and who acknowledged it. Lines end in a backslash, a hard
+// line break.
+func mdItem(w io.Writer, it Item) {
+	id := "**" + mdCell(it.ProviderID) + "**"
+	if it.DashboardURL != "" {
+		id = "[" + mdCell(it.ProviderID) + "](" + it.DashboardURL + ")"
+	}
+	action := mdCell(it.ActionLabel())
+	if it.NeedsHuman() {
+		action = "**" + action + "**"
+	}
+	amount := strings.TrimSpace(MajorUnits(it.Amount, it.Currency) + " " + mdCell(strings.ToUpper(it.Currency)))
+	if it.Amount == 0 && it.Currency == "" {
+		amount = "—"
+	}
+	if it.AmountRefunded > 0 {
+		amount += ", refunded " + money(it.AmountRefunded, mdCell(it.Currency))
+	}
+	if m := mismatchAmounts(it); m != "" {
+		amount = mdCell(m)
+	}
+	pt := "—"
+	if it.ProviderTime != nil {
+		pt = it.ProviderTime.UTC().Format(time.RFC3339)
+		if it.TimeInferred {
+			pt += " (inferred)"
+		}
+	}
+	lines := []string{fmt.Sprintf("- %s · `%s` · %s · %s → %s · %s · provider time %s", id, mdCell(orDash(it.Kind)), action,
+		mdCell(orDash(str(it.LocalState))), mdCell(orDash(str(it.ProviderState))), amount, pt)}
+	if e := strings.TrimSpace(it.Explanation); e != "" {
+		lines = append(lines, "  "+mdCell(e))
+	}
+	if it.NeedsHuman() && it.Fingerprint != "" {
+		lines = append(lines, "  fingerprint `"+mdCell(it.Fingerprint)+"`")
+	}
+	if a := ackLine(it); a != "" {
+		lines = append(lines, "  *"+mdCell(a)+"*")
+	}
+	fmt.Fprintln(w, strings.Join(lines, "\\\n"))
 }
 
 // repairedPhrase is how the omitted-items note names repaired items.

@@ -59,6 +59,15 @@ func sample() Report {
 		},
 		dryRunSample(),
 	}}
+	// Run 7 was triaged against run 6: pi_1 and pi_4 are new, pi_2 still
+	// open, pi_3 acknowledged.
+	r7 := &rep.Runs[0]
+	r7.Triage = &Triage{PreviousRunID: ptr(int64(6)), RefusedUnacknowledged: 2}
+	r7.Triage.New, r7.Triage.Open, r7.Triage.Acknowledged = 2, 1, 1
+	for i, st := range []string{"new", "open", "acknowledged", "new"} {
+		r7.Items[i].Status = st
+	}
+	r7.Items[2].Acknowledged = &ItemAck{By: "maria", Note: "the customer paid 2.00 EUR by bank transfer; leave it", At: at(9, 30)}
 	rep.Runs[0].Totals = TotalsFromItems(rep.Runs[0], []CurrencyTotals{
 		{Currency: "eur", Payments: 40, Captured: 120000, Refunded: 1500, Settled: 90000},
 		{Currency: "gbp", Payments: 1100, Captured: 2199900, Refunded: 34000, Disputed: 4200, Settled: 1800000},
@@ -80,7 +89,7 @@ func dryRunSample() RunReport {
 				Explanation: "The captured webhook was never received; the payment was marked captured from the provider's record.",
 				Amount:      2500, Currency: "gbp", ProviderTime: ptr(at(0, 10)), EventID: "evt_91", Detail: map[string]any{}},
 			{ProviderID: "pi_92", Kind: models.KindMissingLocal, Action: models.ActionRepaired, ProviderState: ptr("settled"),
-				Explanation: "The payment was unknown locally (its webhooks never arrived); it was created as settled from the provider's record.",
+				Explanation: "The payment was unknown locally (its webhooks never arrived); it was created as a payment in state settled from the provider's record.",
 				Amount:      1000, Currency: "gbp", ProviderTime: ptr(at(0, 20)), Detail: map[string]any{}},
 			{ProviderID: "pi_93", Kind: models.KindBehind, Action: models.ActionRepaired, LocalState: ptr("captured"), ProviderState: ptr("captured"),
 				Explanation: "A partial refund webhook was missed; amount_refunded was raised from the provider's record.",
@@ -229,12 +238,12 @@ func TestRenderMarkdown(t *testing.T) {
 	md := string(render(t, "md"))
 	assert.Contains(t, md, "## Run 7: stripe, platform\n")
 	assert.Contains(t, md, "## Run 8: stripe, acct_123 (dry run: nothing was written but this report)\n")
-	assert.Contains(t, md, "No drift.")
-	assert.Equal(t, 1, strings.Count(md, "No drift."))
+	assert.NotContains(t, md, "No drift.", "run 8 failed: it does not say No drift")
+	assert.Contains(t, md, "**The run failed before it finished, so this is not a full account of the window: stripe: 401 \\| invalid API key**")
+	assert.Contains(t, md, "No drift was found before the run stopped; the rest of the window was not compared.")
 
 	// Every table row has the cell count of its header.
 	var want int
-	var items [][]string
 	var errorRow []string
 	for _, line := range strings.Split(md, "\n") {
 		if !strings.HasPrefix(line, "|") {
@@ -247,24 +256,95 @@ func TestRenderMarkdown(t *testing.T) {
 			continue
 		}
 		assert.Len(t, c, want, "row %q", line)
-		if want == 7 && c[0] != "---" && !strings.HasPrefix(c[1], "as the") {
-			items = append(items, c)
-		}
 		if c[0] == "error" {
 			errorRow = c
 		}
 	}
-	s := sample()
-	require.Len(t, items, len(s.Runs[0].Items)+len(s.Runs[2].Items))
-	for i, it := range s.Runs[0].Items {
-		assert.Contains(t, items[i][0], "["+it.ProviderID+"](https://dashboard.stripe.com/test/payments/"+it.ProviderID+")")
-		assert.Equal(t, it.Explanation, items[i][6], "explanation survives escaping")
-	}
-	assert.Equal(t, "created → —", items[3][3], "nil provider state is a dash")
-	assert.Equal(t, "— → captured", items[4][3], "nil local state is a dash")
 	assert.Equal(t, []string{"error", "stripe: 401 | invalid API key"}, errorRow)
 	assert.Contains(t, md, "| webhook miss ratio | 0.75% |")
+	assert.Contains(t, md, "| webhook miss ratio | — |", "the failed run's ratio was not measured")
+	assert.Contains(t, md, "| needing a human | 2 new, 1 still open, 1 acknowledged |")
 	assert.Contains(t, md, "| window | 2026-10-30T23:00:00Z → 2026-11-01T00:00:00Z |")
+
+	// Sections in order, each item in its own: its facts, then the
+	// explanation on its own line, the fingerprint, the acknowledgement.
+	run7, _, _ := strings.Cut(md, "## Run 8")
+	var sections []string
+	for _, l := range strings.Split(run7, "\n") {
+		if h, ok := strings.CutPrefix(l, "### "); ok {
+			sections = append(sections, h)
+		}
+		if id, ok := strings.CutPrefix(l, "- ["); ok {
+			sections[len(sections)-1] += " " + id[:strings.Index(id, "]")]
+		}
+	}
+	assert.Equal(t, []string{"New since the last run (2) pi_1 pi_4", "Still open (1) pi_2", "Acknowledged (1) pi_3", "Repaired (2) pi_5 pi_6"}, sections)
+	s := withLinks(sample())
+	for _, it := range s.Runs[0].Items {
+		entry := md[strings.Index(md, "- ["+it.ProviderID+"](https://dashboard.stripe.com/test/payments/"+it.ProviderID+")"):]
+		entry, _, _ = strings.Cut(entry, "\n\n")
+		entry, _, _ = strings.Cut(entry, "\n- ")
+		lines := strings.Split(entry, "\\\n")
+		assert.Equal(t, "  "+strings.ReplaceAll(it.Explanation, "|", "\\|"), lines[1], "%s: the explanation on its own line", it.ProviderID)
+		if it.NeedsHuman() {
+			assert.Equal(t, "  fingerprint `"+it.Fingerprint+"`", lines[2], it.ProviderID)
+		}
+	}
+	assert.Contains(t, md, "  *Acknowledged by maria at 2026-11-01T09:30:00Z: the customer paid 2.00 EUR by bank transfer; leave it*")
+	assert.Contains(t, md, "· created → — ·", "nil provider state is a dash")
+	assert.Contains(t, md, "· — → captured ·", "nil local state is a dash")
+	assert.Contains(t, md, "· local 10.00 EUR, provider 12.00 EUR ·", "both amounts of a mismatch")
+	assert.Equal(t, 1, strings.Count(md, AckHint), "the ack hint once")
+}
+
+// A hand-built report without triage lists its items needing a human in
+// one section.
+func TestRenderMarkdownWithoutTriage(t *testing.T) {
+	rep := sample()
+	rep.Runs[0].Triage = nil
+	for i := range rep.Runs[0].Items {
+		rep.Runs[0].Items[i].Status, rep.Runs[0].Items[i].Acknowledged = "", nil
+	}
+	var b bytes.Buffer
+	require.NoError(t, Render(&b, rep, "md"))
+	md := b.String()
+	assert.Contains(t, md, "### Needs a human (4)\n")
+	assert.NotContains(t, md, "Still open")
+	assert.NotContains(t, md, "needing a human |")
+}
+
+// An interrupted run says so in every format for people, with a dash for
+// its miss ratio, and never "No drift.".
+func TestInterruptedRun(t *testing.T) {
+	r := RunReport{ID: 5, Provider: "stripe", Status: "interrupted", Error: ptr("context canceled"), EventsRead: 100, SyntheticEvents: 1,
+		WebhookMissRatio: 0.01, Items: []Item{}}
+	for _, f := range []string{"md", "html", "text"} {
+		var b bytes.Buffer
+		require.NoError(t, Render(&b, Report{Runs: []RunReport{r}}, f))
+		out := strings.Join(strings.Fields(b.String()), " ")
+		assert.Contains(t, out, "The run was interrupted before it finished, so this is not a full account of the window: context canceled", f)
+		assert.NotContains(t, out, "No drift.", f)
+		assert.NotContains(t, out, "1.00%", "%s: the ratio was not measured", f)
+		assert.NotContains(t, out, "Nothing needs a human.", f)
+	}
+	for _, f := range []string{"md", "html", "text", "csv", "json"} {
+		var b bytes.Buffer
+		require.NoError(t, RenderHistory(&b, []RunReport{r}, f))
+		out := strings.Join(strings.Fields(b.String()), " ")
+		switch f {
+		case "csv":
+			rows, err := csv.NewReader(strings.NewReader(b.String())).ReadAll()
+			require.NoError(t, err)
+			assert.Equal(t, "webhook_miss_ratio", rows[0][15])
+			assert.Equal(t, "", rows[1][15], "csv: an empty cell for a ratio not measured")
+		case "json":
+			assert.Contains(t, out, `"webhook_miss_ratio": 0.01`, "json keeps the number")
+		default:
+			assert.Contains(t, out, "The run was interrupted before it finished", f)
+			assert.NotContains(t, out, "1.00%", f)
+			assert.Contains(t, out, "—", f)
+		}
+	}
 }
 
 func TestRenderEmpty(t *testing.T) {

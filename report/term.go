@@ -4,17 +4,18 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/reconciler/reconciler/acks"
 	"github.com/reconciler/reconciler/models"
 )
 
-// TextWidth is the line width, in runes, the text format lays out for.
-const TextWidth = 100
+// TextWidth is the line width, in runes, the text format lays out for: an
+// 80-column terminal. What does not fit is wrapped, never cut.
+const TextWidth = 80
 
 // TextOptions says how RenderText writes a report.
 type TextOptions struct {
@@ -27,7 +28,8 @@ type TextOptions struct {
 }
 
 // How many items a run lists: those needing a human up to textMaxHuman,
-// each with its explanation; the repaired ones only as a few examples.
+// each with its explanation in full; the repaired ones only as a few
+// examples.
 const (
 	textMaxHuman = 25
 	textExamples = 3
@@ -35,15 +37,21 @@ const (
 
 // RenderText writes rep for a person at a terminal. Each run is a title
 // line (provider, account, run id, mode, status, duration), its window and
-// counts, a table of the items needing a human with their explanations, and
-// the repaired items counted by kind with a few examples. Lines are laid out
-// for TextWidth runes. Control characters in the report's strings are
+// counts, the items needing a human (new since the last run, still open,
+// acknowledged) each with its fingerprint and explanation, and the
+// repaired items counted by kind with a few examples. Lines are laid out
+// for TextWidth runes: long states, ids and explanations wrap. Control characters in the report's strings are
 // replaced, so a report cannot drive the terminal; the only escape codes
 // written are the colours opts.Color asks for. A failing writer gets
 // nothing or everything: the text is built first, then written at once.
 func RenderText(w io.Writer, rep Report, opts TextOptions) error {
 	rep = withLinks(rep)
 	t := &textWriter{color: opts.Color, moreIn: opts.MoreIn}
+	for _, r := range rep.Runs {
+		for _, it := range r.Items {
+			t.hint = t.hint || (it.NeedsHuman() && it.Status != acks.StatusAcknowledged)
+		}
+	}
 	if t.moreIn == "" {
 		t.moreIn = "the CSV and JSON reports"
 	}
@@ -62,6 +70,9 @@ type textWriter struct {
 	buf    bytes.Buffer
 	color  bool
 	moreIn string
+	// hint says AckHint is still to be shown: once per report, with the
+	// first items needing a human.
+	hint bool
 }
 
 func (t *textWriter) printf(format string, a ...any) { fmt.Fprintf(&t.buf, format, a...) }
@@ -116,42 +127,79 @@ func (t *textWriter) run(r RunReport) {
 		t.action(actionLabel(models.ActionRepaired, r.DryRun)), Thousands(r.Repaired), t.action(models.ActionRefused), Thousands(r.Refused),
 		t.action(models.ActionReported), Thousands(r.Reported))
 	t.printf("  events read %s   synthetic events %s   webhook miss ratio %s\n",
-		Thousands(r.EventsRead), Thousands(r.SyntheticEvents), percent(r.WebhookMissRatio))
+		Thousands(r.EventsRead), Thousands(r.SyntheticEvents), missRatio(r))
+	if tl := triageLine(r.Triage); tl != "" {
+		t.printf("  needing a human: %s\n", tl)
+	}
 	if r.Error != nil {
-		t.printf("  %s %s\n", t.paint("1;31", "error:"), plain(*r.Error))
+		t.wrapped("  ", "    ", "error:", func(s string) string { return t.paint("1;31", s) }, plain(*r.Error))
 	}
 	if rb := ReadBy(r.Notes); rb != "" {
-		for i, l := range Wrap("read "+plain(rb), TextWidth-4, 0) {
-			if i > 0 {
-				l = "  " + l
-			}
-			t.printf("  %s\n", l)
-		}
+		t.wrapped("  ", "    ", "read", nil, plain(rb))
 	}
 	if wn, ok := r.Notes["warning"].(string); ok {
-		t.printf("  %s %s\n", t.paint("33", "warning:"), plain(wn))
+		t.wrapped("  ", "    ", "warning:", func(s string) string { return t.paint("33", s) }, plain(wn))
 	}
-	t.totals(r.Totals)
-	var human, repaired []Item
-	for _, it := range r.Items {
-		if it.NeedsHuman() {
-			human = append(human, it)
-		} else {
-			repaired = append(repaired, it)
+	inc := incomplete(r)
+	if inc != "" {
+		t.printf("\n")
+		for _, l := range Wrap(plain(inc), TextWidth-2, 0) {
+			t.printf("  %s\n", t.paint("1;31", l))
 		}
 	}
-	sort.SliceStable(human, func(i, j int) bool { return priority(human[i]) < priority(human[j]) })
+	t.totals(r.Totals)
+	groups := groupItems(r)
+	human := 0
+	for _, g := range groups {
+		if g.Human() {
+			human += len(g.Items)
+		}
+	}
 	t.printf("\n")
-	if len(human) == 0 {
-		t.printf("  Nothing needs a human.\n\n")
+	if human == 0 {
+		if inc != "" {
+			t.printf("  Nothing needing a human was found before the run stopped.\n\n")
+		} else {
+			t.printf("  Nothing needs a human.\n\n")
+		}
 	} else {
-		t.printf("  %s\n", t.bold(fmt.Sprintf("Needs a human (%d):", len(human))))
-		shown := human[:min(len(human), textMaxHuman)]
-		t.table(shown, true)
-		if n := len(human) - len(shown); n > 0 {
+		head := fmt.Sprintf("Needs a human (%d):", human)
+		if tl := triageLine(r.Triage); tl != "" {
+			head = fmt.Sprintf("Needs a human (%d): %s", human, tl)
+		}
+		t.printf("  %s\n", t.bold(head))
+		if t.hint {
+			t.hint = false
+			t.printf("  %s\n    %s\n", "Looked at one and want it left alone? Acknowledge it by its fingerprint:", AckHint)
+		}
+		left := textMaxHuman
+		for _, g := range groups {
+			if !g.Human() {
+				continue
+			}
+			shown := g.Items[:min(len(g.Items), left)]
+			left -= len(shown)
+			if len(shown) == 0 {
+				continue
+			}
+			t.printf("\n  %s\n", t.bold(fmt.Sprintf("%s (%d):", g.Title, len(g.Items))))
+			if g.Intro != "" {
+				for _, l := range Wrap(g.Intro, TextWidth-4, 0) {
+					t.printf("    %s\n", t.dim(l))
+				}
+			}
+			t.table(shown, true)
+		}
+		if n := human - textMaxHuman; n > 0 {
 			t.printf("    …and %d more in %s\n", n, t.moreIn)
 		}
 		t.printf("\n")
+	}
+	var repaired []Item
+	for _, g := range groups {
+		if !g.Human() {
+			repaired = g.Items
+		}
 	}
 	if len(repaired) > 0 {
 		ex := examples(repaired, textExamples)
@@ -163,7 +211,7 @@ func (t *textWriter) run(r RunReport) {
 		if r.DryRun {
 			count = fmt.Sprintf("%s (%d; dry run, nothing was changed):", heading, len(repaired))
 		}
-		t.printf("  %s %s\n", t.bold(count), t.dim(kindCounts(repaired)+"; for example:"))
+		t.wrapped("  ", "    ", count, t.bold, kindCounts(repaired)+"; for example:")
 		t.table(ex, false)
 		if n := len(repaired) - len(ex); n > 0 {
 			t.printf("    …and %d more %s\n", n, more)
@@ -175,8 +223,28 @@ func (t *textWriter) run(r RunReport) {
 	}
 }
 
-// table writes items as aligned columns; with explain, a header comes
-// first and each row is followed by its explanation, wrapped.
+// wrapped writes label and text wrapped at TextWidth, the first line
+// after indent, the others after cont; the label, on the first line, is
+// painted by paint (nil: as it is).
+func (t *textWriter) wrapped(indent, cont, label string, paint func(string) string, text string) {
+	full := strings.TrimSpace(label + " " + text)
+	for i, l := range Wrap(full, TextWidth-max(utf8.RuneCountInString(indent), utf8.RuneCountInString(cont)), 0) {
+		if i > 0 {
+			t.printf("%s%s\n", cont, l)
+			continue
+		}
+		if rest, ok := strings.CutPrefix(l, label); ok && label != "" && paint != nil {
+			l = paint(label) + rest
+		}
+		t.printf("%s%s\n", indent, l)
+	}
+}
+
+// table writes items: when every row fits in TextWidth, as aligned
+// columns (with explain, under a header); else each item's facts wrapped
+// over as many lines as they need. With explain each item is followed by
+// its explanation, its fingerprint and its acknowledgement, wrapped, never
+// cut.
 func (t *textWriter) table(items []Item, explain bool) {
 	rows := [][]string{}
 	if explain {
@@ -187,8 +255,11 @@ func (t *textWriter) table(items []Item, explain bool) {
 		if it.Amount != 0 || it.Currency != "" {
 			amount = money(it.Amount, plain(it.Currency))
 		}
+		if m := mismatchAmounts(it); m != "" {
+			amount = plain(m)
+		}
 		states := orDash(plain(str(it.LocalState))) + " → " + orDash(plain(str(it.ProviderState)))
-		rows = append(rows, []string{plain(it.ProviderID), plain(it.Kind), plain(it.ActionLabel()), cut(states, 32), amount})
+		rows = append(rows, []string{plain(it.ProviderID), plain(it.Kind), plain(it.ActionLabel()), states, amount})
 	}
 	width := make([]int, 5)
 	for _, r := range rows {
@@ -196,31 +267,111 @@ func (t *textWriter) table(items []Item, explain bool) {
 			width[i] = max(width[i], utf8.RuneCountInString(c))
 		}
 	}
+	aligned := 4+width[0]+width[1]+width[2]+width[3]+width[4]+2*4 <= TextWidth
 	for i, r := range rows {
 		header := explain && i == 0
-		var b strings.Builder
-		b.WriteString("    ")
-		for j, c := range r {
-			pad := strings.Repeat(" ", width[j]-utf8.RuneCountInString(c))
-			switch {
-			case header:
-				c = t.dim(c)
-			case j == 2:
-				c = t.action(c)
-			}
-			if j == 4 {
-				b.WriteString(pad + c) // amounts align right
-			} else {
-				b.WriteString(c + pad + "  ")
-			}
+		if header && !aligned {
+			continue
 		}
-		t.printf("%s\n", strings.TrimRight(b.String(), " "))
-		if explain && !header {
-			for _, l := range Wrap(plain(items[i-1].Explanation), TextWidth-8, 3) {
-				t.printf("        %s\n", t.dim(l))
+		if aligned {
+			var b strings.Builder
+			b.WriteString("    ")
+			for j, c := range r {
+				pad := strings.Repeat(" ", width[j]-utf8.RuneCountInString(c))
+				switch {
+				case header:
+					c = t.dim(c)
+				case j == 2:
+					c = t.action(c)
+				}
+				if j == 4 {
+					b.WriteString(pad + c) // amounts align right
+				} else {
+					b.WriteString(c + pad + "  ")
+				}
+			}
+			t.printf("%s\n", strings.TrimRight(b.String(), " "))
+		} else {
+			t.facts(r)
+		}
+		if !explain || header {
+			continue
+		}
+		it := items[i-1]
+		for _, l := range Wrap(plain(it.Explanation), TextWidth-8, 0) {
+			t.printf("        %s\n", t.dim(l))
+		}
+		if it.Fingerprint != "" {
+			t.printf("        %s %s\n", t.dim("fingerprint"), plain(it.Fingerprint))
+		}
+		if a := ackLine(it); a != "" {
+			for _, l := range Wrap(plain(a), TextWidth-8, 0) {
+				t.printf("        %s\n", l)
 			}
 		}
 	}
+}
+
+// facts writes one item's columns when they do not fit on a line: as many
+// to a line as fit, two spaces apart, the rest on lines indented further;
+// a column longer than a line is broken, not cut.
+func (t *textWriter) facts(cols []string) {
+	const first, cont = "    ", "      "
+	var b strings.Builder
+	b.WriteString(first)
+	n, empty := len(first), true
+	for j, c := range cols {
+		for _, part := range breakLong(c, TextWidth-len(cont)) {
+			l := utf8.RuneCountInString(part)
+			if !empty && n+2+l > TextWidth {
+				t.printf("%s\n", b.String())
+				b.Reset()
+				b.WriteString(cont)
+				n, empty = len(cont), true
+			}
+			if !empty {
+				b.WriteString("  ")
+				n += 2
+			}
+			if j == 2 {
+				part = t.action(part)
+			}
+			b.WriteString(part)
+			n, empty = n+l, false
+		}
+	}
+	t.printf("%s\n", b.String())
+}
+
+// breakLong splits s into pieces of at most width runes, at spaces where
+// it can and mid-word where a word is longer than width.
+func breakLong(s string, width int) []string {
+	if utf8.RuneCountInString(s) <= width {
+		return []string{s}
+	}
+	var out []string
+	cur := ""
+	for _, w := range strings.Fields(s) {
+		for utf8.RuneCountInString(w) > width {
+			if cur != "" {
+				out, cur = append(out, cur), ""
+			}
+			r := []rune(w)
+			out, w = append(out, string(r[:width])), string(r[width:])
+		}
+		switch {
+		case cur == "":
+			cur = w
+		case utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(w) <= width:
+			cur += " " + w
+		default:
+			out, cur = append(out, cur), w
+		}
+	}
+	if cur != "" {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // totals writes a run's money totals: the flag first (before any item),
@@ -417,15 +568,6 @@ func Thousands(n int64) string {
 		s = "-" + s
 	}
 	return s
-}
-
-// cut shortens s to at most n runes, ending in "…" when cut.
-func cut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 // plain makes s safe to print on a terminal: line breaks and tabs become

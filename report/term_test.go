@@ -94,7 +94,7 @@ func TestTextLongRun(t *testing.T) {
 		"  Repaired (5): behind 1, missing_local 4; for example:\n",
 		"    …and 2 more repaired\n",
 		"  …and 1,234 more items; the CSV and JSON reports list every item.\n",
-		"chargeback → chargeback_cancell…  54.00 GBP", // states cut to 32 runes
+		"\n      chargeback → chargeback_cancelled_by_the_bank_after_review  54.00 GBP\n", // full states, on a line of their own
 		"1234567.89 GBP",
 	} {
 		assert.Contains(t, out, want)
@@ -108,11 +108,15 @@ func TestTextLongRun(t *testing.T) {
 		if !strings.HasPrefix(l, "    PM0") {
 			continue
 		}
-		for k := 1; k <= 3; k++ {
-			assert.True(t, strings.HasPrefix(lines[i+k], "        "), "explanation line %d of %q", k, l)
+		// The facts wrap onto a second line; the explanation follows in
+		// full, wrapped, then the fingerprint.
+		var expl []string
+		k := i + 2
+		for ; strings.HasPrefix(lines[k], "        ") && !strings.HasPrefix(lines[k], "        fingerprint "); k++ {
+			expl = append(expl, strings.TrimSpace(lines[k]))
 		}
-		assert.True(t, strings.HasSuffix(lines[i+3], " …"), "a long explanation is cut at three lines: %q", lines[i+3])
-		assert.False(t, strings.HasPrefix(lines[i+4], "        "), "at most three lines: %q", lines[i+4])
+		assert.Equal(t, strings.TrimSpace(r.Items[0].Explanation), strings.Join(expl, " "), "the explanation of %q in full", l)
+		assert.Regexp(t, `^        fingerprint [0-9a-f]{16}$`, lines[k])
 	}
 	for _, l := range lines {
 		assert.LessOrEqual(t, utf8.RuneCountInString(l), TextWidth, "%q", l)
@@ -137,7 +141,13 @@ func TestTextTitle(t *testing.T) {
 		first, _, _ := strings.Cut(out, "\n")
 		assert.True(t, strings.HasPrefix(first, c.want), "%q", first)
 		assert.Equal(t, TextWidth, utf8.RuneCountInString(first), "the rule fills the line: %q", first)
-		assert.Contains(t, out, "  Nothing needs a human.\n")
+		if c.run.Status == "failed" {
+			assert.Contains(t, strings.Join(strings.Fields(out), " "), "The run failed before it finished, so this is not a full account of the window.")
+			assert.Contains(t, out, "  Nothing needing a human was found before the run stopped.\n")
+			assert.NotContains(t, out, "Nothing needs a human.")
+		} else {
+			assert.Contains(t, out, "  Nothing needs a human.\n")
+		}
 		assert.NotContains(t, out, "Repaired (")
 	}
 }
@@ -181,13 +191,79 @@ func TestRenderHistoryText(t *testing.T) {
 	runs[0].Account = "acct_\x1b[31mX"
 	var buf bytes.Buffer
 	require.NoError(t, RenderHistory(&buf, runs, "text"))
-	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	table, notes, _ := strings.Cut(buf.String(), "\n\n")
+	lines := strings.Split(table, "\n")
 	require.Len(t, lines, len(runs)+1)
 	require.Contains(t, lines[0], "miss ratio")
 	for i, r := range runs {
 		require.Contains(t, lines[i+1], r.Provider)
 		require.Contains(t, lines[i+1], r.WindowStart.Format(time.RFC3339))
-		require.Contains(t, lines[i+1], fmt.Sprintf("%.2f%%", 100*r.WebhookMissRatio))
+		if r.Status == "failed" {
+			require.True(t, strings.HasSuffix(lines[i+1], "  —"), "a failed run measured no ratio: %q", lines[i+1])
+		} else {
+			require.Contains(t, lines[i+1], fmt.Sprintf("%.2f%%", 100*r.WebhookMissRatio))
+		}
 	}
+	// The failed run says so under the table.
+	require.Equal(t, "run 103: The run failed before it finished, so this is not a full account of\n  the window: stripe: 401 | invalid API key\n", notes)
 	require.NotContains(t, buf.String(), "\x1b")
 }
+
+// A report's items needing a human are split into new, still open and
+// acknowledged, each with its fingerprint; the ack hint comes once; a
+// mismatch shows both amounts; states are never cut; no line is wider
+// than TextWidth.
+func TestTextTriage(t *testing.T) {
+	rep := layoutTextReport()
+	out := renderText(t, rep, TextOptions{})
+	r := rep.Runs[0]
+	iNew := strings.Index(out, "  New since the last run (2):\n")
+	iOpen := strings.Index(out, "  Still open (2):\n")
+	iAck := strings.Index(out, "  Acknowledged (2):\n")
+	iRep := strings.Index(out, "  Repaired (4):")
+	require.True(t, iNew > 0 && iNew < iOpen && iOpen < iAck && iAck < iRep, "sections in order:\n%s", out)
+	assert.Contains(t, out, "  Needs a human (6): 2 new, 2 still open, 2 acknowledged\n")
+	assert.Contains(t, out, "  needing a human: 2 new, 2 still open, 2 acknowledged\n")
+	assert.Equal(t, 1, strings.Count(out, AckHint), "the hint once")
+	for _, it := range r.Items {
+		if !it.NeedsHuman() {
+			continue
+		}
+		at := strings.Index(out, "fingerprint "+it.Fingerprint)
+		require.Positive(t, at, "fingerprint of %s", it.ProviderID)
+		section := map[string]int{"new": iNew, "open": iOpen, "acknowledged": iAck}[it.Status]
+		assert.Greater(t, at, section, "%s in its section", it.ProviderID)
+		assert.Contains(t, strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(it.Explanation), " "), "explanation in full")
+	}
+	assert.Contains(t, out, "local 10.00 EUR, provider 12.00 EUR", "both amounts of a mismatch")
+	assert.Contains(t, out, "pending_submission → requires_reauthorization_by_the_customer_bank", "full state names")
+	assert.Contains(t, strings.Join(strings.Fields(out), " "),
+		"Acknowledged by maria.gonzalez@support.example.com at 2026-11-02T06:00:00Z: Refunded by hand")
+	assert.NotContains(t, strings.ReplaceAll(out, "…and ", ""), "…", "nothing cut")
+	assert.NotContains(t, out, "created as created")
+	// The items (the title and the money table are as wide as their
+	// figures).
+	_, items, _ := strings.Cut(out, "  Needs a human (")
+	for _, l := range strings.Split(items, "\n") {
+		assert.LessOrEqual(t, utf8.RuneCountInString(l), TextWidth, "%q", l)
+	}
+}
+
+// Without triage data (a hand-built report) the items needing a human are
+// one section.
+func TestTextWithoutTriage(t *testing.T) {
+	rep := layoutTextReport()
+	rep.Runs[0].Triage = nil
+	for i := range rep.Runs[0].Items {
+		rep.Runs[0].Items[i].Status, rep.Runs[0].Items[i].Acknowledged = "", nil
+	}
+	out := renderText(t, rep, TextOptions{})
+	assert.Contains(t, out, "  Needs a human (6):\n")
+	assert.NotContains(t, out, "still open")
+	assert.NotContains(t, out, "New since")
+	assert.Equal(t, 1, strings.Count(out, AckHint))
+}
+
+// layoutTextReport is the layout test's report (chromium_test.go builds
+// it too, but only on unix).
+func layoutTextReport() Report { return withLinks(layoutSample()) }
