@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,8 @@ func TestObserve(t *testing.T) {
 		t.Fatalf("in progress = %v", got)
 	}
 	done()
-	m.Observe(res, map[int]int64{200: 10, 429: 3})
-	m.Observe(reconcile.Result{}, nil) // a run that never started records nothing
+	m.Observe(context.Background(), res, map[int]int64{200: 10, 429: 3})
+	m.Observe(context.Background(), reconcile.Result{}, nil) // a run that never started records nothing
 
 	checks := map[string]float64{
 		"reconciler_last_success_timestamp_seconds": float64(fin.Unix()),

@@ -76,11 +76,12 @@ type Hooks struct {
 	OnEnd func(ctx context.Context, o Outcome)
 }
 
-// Observe is the hooks that count every run in m and then, when notify is
-// not nil, post the run's summary with it (Notifier).
+// Observe is the hooks that count every run in m (a dry run only in its
+// own counter: metrics.Metrics.Observe) and then, when notify is not nil,
+// post the run's summary with it (Notifier).
 func Observe(m *metrics.Metrics, notify func(ctx context.Context, runID int64)) Hooks {
 	return Hooks{OnEnd: func(ctx context.Context, o Outcome) {
-		m.Observe(o.Result, o.ByStatus)
+		m.Observe(ctx, o.Result, o.ByStatus)
 		if notify != nil && o.Result.Run.ID != 0 {
 			notify(ctx, o.Result.Run.ID)
 		}

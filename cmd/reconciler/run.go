@@ -141,7 +141,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		os.Exit(exitFailed)
 	}()
 
-	m := metrics.New()
+	m := metrics.NewWith(metrics.Options{Version: version, DB: db, Runs: st, Log: log})
 	svc.DB, svc.Store, svc.Hooks = db, st, runner.Observe(m, runner.Notifier(cfg, db, st, m, log))
 	req := runner.Request{Since: since, Until: until, DryRun: f.dryRun, Mode: f.mode, Trigger: f.trigger, TriggeredBy: triggeredBy(getenv)}
 	if isTerminal(stderr) {

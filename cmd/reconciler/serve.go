@@ -58,12 +58,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			providers = append(providers, j.Provider)
 		}
 	}
-	m := metrics.New()
+	m := metrics.NewWith(metrics.Options{Version: version, DB: db, Runs: st, Log: log})
+	m.Watch(ctx, runner.MetricKeys(jobs)) // the gauges the alerts read, from the database, before any run
 	hooks := runner.Observe(m, runner.Notifier(cfg, db, st, m, log))
 	hooks.OnStart = func(j runner.Job, _ int64) func() { return m.Started(j.Provider, j.Account) }
 	srv := &serve.Server{
 		Runner: &runner.Service{Config: cfg, DB: db, Store: st, Log: log, Hooks: hooks},
-		Log:    log, Metrics: m, Tokens: tokens, Jobs: jobs, Schedule: sched, Providers: providers,
+		Log:    log, Metrics: m, OnAck: m.Refresh, Tokens: tokens, Jobs: jobs, Schedule: sched, Providers: providers,
 	}
 
 	return srv.ListenAndServe(ctx, cfg.Serve.HTTPAddr, cfg.Run.ShutdownGrace.D(), func(addr string) {

@@ -2,14 +2,20 @@ package prometheus_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/reconciler/reconciler/metrics"
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
 )
 
 // rulesFile is the Prometheus rules file format, decoded strictly: a
@@ -119,6 +125,59 @@ func TestAlertsCoverMetrics(t *testing.T) {
 	}
 	if !absent {
 		t.Errorf("ReconcilerNoSuccessfulRun: want an absent() variant (no metric at all)")
+	}
+}
+
+// written is the reconciler_ series names m exposes.
+func written(t *testing.T, m *metrics.Metrics) map[string]bool {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, mf := range mfs {
+		if n := mf.GetName(); strings.HasPrefix(n, "reconciler_") {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+var seriesName = regexp.MustCompile(`\breconciler_[a-z_]+\b`)
+
+// TestRulesReadNothingDryRunsWrite: what a dry run writes (by the metrics
+// package's own Observe) is no series a rule reads, so a dry run neither
+// fires nor clears an alert; and every series a rule reads is one a real
+// run writes (no misspelt name that would never fire).
+func TestRulesReadNothingDryRunsWrite(t *testing.T) {
+	ctx := context.Background()
+	fin := time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC)
+	run := reconcile.Result{
+		Run: models.Run{ID: 1, Provider: "stripe", Status: models.RunSucceeded, StartedAt: fin.Add(-time.Minute), FinishedAt: &fin,
+			Refused: 2, EventsRead: 10, SyntheticEvents: 1},
+		Drift:       map[reconcile.DriftKey]int64{{Kind: models.KindStale, Action: models.ActionRefused}: 2},
+		LastSuccess: fin,
+	}
+	dry := metrics.New()
+	base := written(t, dry) // build information only
+	dryRun := run
+	dryRun.Run.DryRun = true
+	dry.Observe(ctx, dryRun, map[int]int64{200: 3})
+	real := metrics.New()
+	real.Observe(ctx, run, map[int]int64{200: 3})
+	byReal := written(t, real)
+	for _, g := range load(t).Groups {
+		for _, r := range g.Rules {
+			for _, name := range seriesName.FindAllString(r.Expr, -1) {
+				if written(t, dry)[name] && !base[name] {
+					t.Errorf("%s reads %s, which a dry run writes", r.Alert, name)
+				}
+				if !byReal[name] {
+					t.Errorf("%s reads %s, which no run writes", r.Alert, name)
+				}
+			}
+		}
 	}
 }
 
