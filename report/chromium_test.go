@@ -328,7 +328,7 @@ func TestChromiumLayout(t *testing.T) {
 		{"report-facts", report.String(), "li.item .item-head, li.item .fp, li.item .ack", len(rep.Runs[0].Items) + int(rep.Runs[0].Refused+rep.Runs[0].Reported) + 2},
 		{"history", history.String(), "table.runs td", 10 * len(runs)},
 	}
-	for _, ex := range []string{"report", "history"} {
+	for _, ex := range []string{"report", "report-followup", "history"} {
 		b, err := os.ReadFile(filepath.Join("..", "docs", "examples", ex+".html"))
 		if err != nil {
 			continue
