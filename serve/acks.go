@@ -1,11 +1,8 @@
 package serve
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -29,20 +26,8 @@ func (s *Server) postAck(w http.ResponseWriter, r *http.Request, caller string) 
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "a fingerprint is 16 hex digits, as the report's fingerprint column shows", Field: "fingerprint"})
 		return
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("the body could not be read (at most %d bytes)", maxBody)})
-		return
-	}
-	if key, err := oneObject(raw); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON body: " + err.Error(), Field: key})
-		return
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var b ackBody
-	if err := dec.Decode(&b); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON body: " + err.Error()})
+	if !decodeBody(w, r, &b) {
 		return
 	}
 	if strings.TrimSpace(b.Note) == "" {

@@ -413,33 +413,8 @@ type runBody struct {
 }
 
 func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Request, caller string) {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("the body is larger than %d bytes", maxBody)})
-			return
-		}
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "could not read the body"})
-		return
-	}
-	if key, err := oneObject(raw); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON body: " + err.Error(), Field: key})
-		return
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var b runBody
-	if err := dec.Decode(&b); err != nil {
-		field := ""
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			field = strings.Trim(f, `"`)
-		}
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field = te.Field
-		}
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON body: " + err.Error(), Field: field})
+	if !decodeBody(w, r, &b) {
 		return
 	}
 	bad := func(field, msg string) { writeJSON(w, http.StatusBadRequest, apiError{Error: msg, Field: field}) }
@@ -470,6 +445,7 @@ func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Re
 		return
 	}
 	req := runner.Request{Job: runner.Job{Provider: *b.Provider, Account: b.Account}, DryRun: b.DryRun, Mode: b.Mode, Trigger: models.TriggerAPI, TriggeredBy: caller}
+	var err error
 	if b.Since != "" {
 		if req.Since, err = config.ParseTime(b.Since); err != nil {
 			bad("since", err.Error())
@@ -556,6 +532,41 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rep.Runs[0])
+}
+
+// decodeBody reads a request's body, at most maxBody bytes, as one JSON
+// object into v, no unknown field allowed. When it cannot, it answers
+// 413 or 400 naming the field where it can, and returns false.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("the body is larger than %d bytes", maxBody)})
+			return false
+		}
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "could not read the body"})
+		return false
+	}
+	if key, err := oneObject(raw); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON body: " + err.Error(), Field: key})
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		field := ""
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			field = strings.Trim(f, `"`)
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field = te.Field
+		}
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON body: " + err.Error(), Field: field})
+		return false
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
