@@ -156,7 +156,9 @@ func sectionsOf(t *testing.T, out, format string) map[string]string {
 				found["_section"] = h.status
 			}
 		}
-		for _, f := range strings.FieldsFunc(line, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }) {
+		for _, f := range strings.FieldsFunc(line, func(r rune) bool {
+			return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		}) {
 			if strings.HasPrefix(f, "pi_") && found[f] == "" && found["_section"] != "" {
 				found[f] = found["_section"]
 			}
