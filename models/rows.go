@@ -107,23 +107,27 @@ const (
 // Run is a row of reconciliation_runs. WindowStart and WindowEnd hold the
 // window actually read, overlap included.
 type Run struct {
-	ID              int64 `gorm:"primaryKey"`
-	Provider        string
-	Account         string
-	WindowStart     time.Time
-	WindowEnd       time.Time
-	StartedAt       time.Time
-	FinishedAt      *time.Time
-	Status          string
-	Trigger         string
-	TriggeredBy     string
-	DryRun          bool
-	Mode            string // "test" or "live": the provider key's mode
-	Examined        int64
-	InSync          int64
-	Repaired        int64
-	Refused         int64
-	Reported        int64
+	ID          int64 `gorm:"primaryKey"`
+	Provider    string
+	Account     string
+	WindowStart time.Time
+	WindowEnd   time.Time
+	StartedAt   time.Time
+	FinishedAt  *time.Time
+	Status      string
+	Trigger     string
+	TriggeredBy string
+	DryRun      bool
+	Mode        string // "test" or "live": the provider key's mode
+	Examined    int64
+	InSync      int64
+	Repaired    int64
+	Refused     int64
+	Reported    int64
+	// Delivered counts the items of a repair: deliver run whose missed
+	// events were handed, unprocessed, to the application's worker instead
+	// of applied (ActionDelivered); they are not Repaired.
+	Delivered       int64
 	SyntheticEvents int64
 	// SettlementsRecorded counts settled_at/payout_id filled in that the
 	// live worker left empty: bookkeeping, not drift.

@@ -156,7 +156,8 @@ type Tx interface {
 	// InsertItems adds drift items to run runID.
 	InsertItems(ctx context.Context, runID int64, provider string, rows []Item) error
 	// InsertEvents records the events webhook_events lacks as synthetic
-	// rows of run runID and returns how many were new.
+	// rows of run runID and returns how many were new: processed (now),
+	// or unprocessed when the event says Deliver.
 	InsertEvents(ctx context.Context, runID int64, source string, rows []Event) (int64, error)
 	// MissingEvents counts the ids webhook_events lacks (dry runs).
 	MissingEvents(ctx context.Context, source string, ids []string) (int64, error)
@@ -237,6 +238,11 @@ type Event struct {
 	EventID   string
 	EventType string
 	Payload   json.RawMessage
+	// Deliver records the event unprocessed (processed_at NULL), for the
+	// application's own webhook worker to claim and process as a late
+	// webhook (repair: deliver); otherwise it is recorded processed, the
+	// run having applied what it shows.
+	Deliver bool
 }
 
 // Item is one drift item.
@@ -253,6 +259,9 @@ type Item struct {
 // InSync, which replace them (they are totals of distinct payments).
 type Counts struct {
 	Examined, InSync, Repaired, Refused, Reported, Synthetic, Events, Settlements int64
+	// Delivered counts the items whose missed events a repair: deliver
+	// run handed to the application's worker (models.ActionDelivered).
+	Delivered int64
 }
 
 // Add adds o to c.
@@ -265,6 +274,7 @@ func (c *Counts) Add(o Counts) {
 	c.Synthetic += o.Synthetic
 	c.Events += o.Events
 	c.Settlements += o.Settlements
+	c.Delivered += o.Delivered
 }
 
 // Progress is what one committed batch adds to its run.

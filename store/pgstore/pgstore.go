@@ -426,8 +426,9 @@ func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []s
 	}
 	n, err := t.c.Int(`WITH ins AS (
 		INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at, synthetic, run_id)
-		SELECT ?, v.event_id, v.event_type, v.payload, coalesce(CAST(? AS timestamptz), now()), true, ?
-		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(event_id text, event_type text, payload jsonb)
+		SELECT ?, v.event_id, v.event_type, v.payload,
+			CASE WHEN v.deliver THEN NULL ELSE coalesce(CAST(? AS timestamptz), now()) END, true, ?
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(event_id text, event_type text, payload jsonb, deliver boolean)
 		ON CONFLICT (source, event_id) DO NOTHING
 		RETURNING 1)
 		SELECT count(*) FROM ins`, source, t.now(), runID, sqlbase.EventsJSON(rows))

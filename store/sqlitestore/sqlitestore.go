@@ -215,7 +215,8 @@ const (
 		FROM json_each(?)`
 
 	insertEventsSQL = `INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at, synthetic, run_id)
-		SELECT ?, json_extract(value, '$.event_id'), json_extract(value, '$.event_type'), json_extract(value, '$.payload'), ` + now + `, 1, ?
+		SELECT ?, json_extract(value, '$.event_id'), json_extract(value, '$.event_type'), json_extract(value, '$.payload'),
+			CASE WHEN json_extract(value, '$.deliver') THEN NULL ELSE ` + now + ` END, 1, ?
 		FROM json_each(?) WHERE true
 		ON CONFLICT (source, event_id) DO NOTHING
 		RETURNING event_id`

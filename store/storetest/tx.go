@@ -30,6 +30,7 @@ var txTests = []test{
 	{"Carry", testCarry},
 	{"Items", testItems},
 	{"InsertEvents", testInsertEvents},
+	{"InsertEventsToDeliver", testInsertEventsToDeliver},
 	{"MissingEvents", testMissingEvents},
 	{"AddCounts", testAddCounts},
 	{"TimesRoundTrip", testTimesRoundTrip},
@@ -451,6 +452,42 @@ func testInsertEvents(t *testing.T, e *env) {
 	)
 }
 
+// Events a repair: deliver run hands to the application's worker are
+// recorded unprocessed (processed_at NULL, still synthetic and the run's),
+// beside processed ones in the same statement; an event recorded already,
+// processed or not, is left as it is.
+func testInsertEventsToDeliver(t *testing.T, e *env) {
+	r1, r2 := e.run(models.Run{}), e.run(models.Run{})
+	waiting := models.WebhookEvent{Source: "stripe", EventID: "evt_waiting", EventType: "charge.refunded", Payload: models.JSON(`{"w": 1}`)}
+	require.NoError(t, e.db.Create(&waiting).Error)
+	var n1, n2 int64
+	e.tx(e.st, func(tx store.Tx) {
+		var err error
+		n1, err = tx.InsertEvents(e.ctx, r1.ID, "stripe", []store.Event{
+			{EventID: "evt_1", EventType: "payment_intent.succeeded", Payload: json.RawMessage(`{"id": "evt_1"}`), Deliver: true},
+			{EventID: "evt_2", EventType: "payout.paid", Payload: json.RawMessage(`{"id": "evt_2"}`)},
+			{EventID: "evt_waiting", EventType: "charge.refunded", Payload: json.RawMessage(`{"again": 1}`), Deliver: true},
+			{EventID: "recon:pi_1:canceled:1773480413", EventType: "reconciler.payment_intent.canceled", Payload: json.RawMessage(`{"object": "payment_intent"}`), Deliver: true},
+		})
+		require.NoError(t, err)
+	})
+	e.tx(e.st, func(tx store.Tx) {
+		var err error
+		n2, err = tx.InsertEvents(e.ctx, r2.ID, "stripe", []store.Event{
+			{EventID: "evt_1", EventType: "payment_intent.succeeded", Payload: json.RawMessage(`{"id": "evt_1"}`), Deliver: true},
+		})
+		require.NoError(t, err)
+	})
+	require.Equal(t, int64(3), n1, "evt_waiting was there")
+	require.Equal(t, int64(0), n2, "a rerun delivers nothing again")
+	e.requireEvents(
+		event{Source: "stripe", EventID: "evt_1", EventType: "payment_intent.succeeded", Payload: `{"id": "evt_1"}`, Synthetic: true, RunID: &r1.ID},
+		event{Source: "stripe", EventID: "evt_2", EventType: "payout.paid", Payload: `{"id": "evt_2"}`, ProcessedAt: &e.now, Synthetic: true, RunID: &r1.ID},
+		event{Source: "stripe", EventID: "evt_waiting", EventType: "charge.refunded", Payload: `{"w": 1}`},
+		event{Source: "stripe", EventID: "recon:pi_1:canceled:1773480413", EventType: "reconciler.payment_intent.canceled", Payload: `{"object": "payment_intent"}`, Synthetic: true, RunID: &r1.ID},
+	)
+}
+
 func testMissingEvents(t *testing.T, e *env) {
 	for _, ev := range []models.WebhookEvent{
 		{Source: "stripe", EventID: "evt_a", EventType: "x", Payload: models.JSON(`{}`)},
@@ -484,19 +521,19 @@ func testAddCounts(t *testing.T, e *env) {
 	add := func(p store.Progress) {
 		e.tx(e.st, func(tx store.Tx) { require.NoError(t, tx.AddCounts(e.ctx, r.ID, p)) })
 	}
-	add(store.Progress{Counts: store.Counts{Examined: 10, InSync: 7, Repaired: 2, Refused: 1, Reported: 3, Synthetic: 4, Events: 50, Settlements: 5},
+	add(store.Progress{Counts: store.Counts{Examined: 10, InSync: 7, Repaired: 2, Refused: 1, Reported: 3, Synthetic: 4, Events: 50, Settlements: 5, Delivered: 8},
 		APIRequests: 6, Cursor: "evt_1", CursorAt: t0})
 	want := e.getRun(r.ID)
 	require.Equal(t, models.Run{ID: r.ID, Provider: r.Provider, WindowStart: r.WindowStart.UTC(), WindowEnd: r.WindowEnd.UTC(), StartedAt: r.StartedAt.UTC(),
 		Status: r.Status, Trigger: r.Trigger, Notes: models.JSON(`{}`),
-		Examined: 10, InSync: 7, Repaired: 2, Refused: 1, Reported: 3, SyntheticEvents: 4, EventsRead: 50, SettlementsRecorded: 5,
+		Examined: 10, InSync: 7, Repaired: 2, Refused: 1, Reported: 3, SyntheticEvents: 4, EventsRead: 50, SettlementsRecorded: 5, Delivered: 8,
 		APIRequests: 6, ProgressCursor: ptr("evt_1"), ProgressAt: ptr(t0)}, want)
 
 	// Examined and InSync are totals and replace; the others add; an empty
 	// cursor keeps the previous one.
-	add(store.Progress{Counts: store.Counts{Examined: 15, InSync: 9, Repaired: 1, Reported: 1, Synthetic: 2, Events: 20, Settlements: 1}, APIRequests: 9})
-	want.Examined, want.InSync, want.Repaired, want.Reported, want.SyntheticEvents, want.EventsRead, want.SettlementsRecorded, want.APIRequests =
-		15, 9, 3, 4, 6, 70, 6, 9
+	add(store.Progress{Counts: store.Counts{Examined: 15, InSync: 9, Repaired: 1, Reported: 1, Synthetic: 2, Events: 20, Settlements: 1, Delivered: 2}, APIRequests: 9})
+	want.Examined, want.InSync, want.Repaired, want.Reported, want.SyntheticEvents, want.EventsRead, want.SettlementsRecorded, want.Delivered, want.APIRequests =
+		15, 9, 3, 4, 6, 70, 6, 10, 9
 	require.Equal(t, want, e.getRun(r.ID))
 
 	add(store.Progress{APIRequests: 9, Cursor: "evt_2", CursorAt: t0.Add(time.Hour)})

@@ -238,6 +238,9 @@ func EventsJSON(rows []store.Event) string {
 		} else {
 			b = append(b, r.Payload...)
 		}
+		if r.Deliver {
+			b = append(b, `,"deliver":true`...)
+		}
 		b = append(b, '}')
 	}
 	return string(append(b, ']'))
@@ -274,10 +277,10 @@ func (c *Conn) AddCounts(runID int64, p store.Progress) error {
 	return c.Exec(`UPDATE reconciliation_runs SET
 		examined = ?, in_sync = ?, repaired = repaired + ?, refused = refused + ?,
 		reported = reported + ?, synthetic_events = synthetic_events + ?, events_read = events_read + ?,
-		settlements_recorded = settlements_recorded + ?,
+		settlements_recorded = settlements_recorded + ?, delivered = delivered + ?,
 		api_requests = ?, progress_cursor = coalesce(?, progress_cursor), progress_at = coalesce(?, progress_at)
 		WHERE id = ?`, p.Examined, p.InSync, p.Repaired, p.Refused, p.Reported, p.Synthetic, p.Events, p.Settlements,
-		p.APIRequests, cur, at, runID)
+		p.Delivered, p.APIRequests, cur, at, runID)
 }
 
 // ---- the run record --------------------------------------------------------
