@@ -182,7 +182,12 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 		}
 		for _, it := range its {
 			describe(&it, o.after, pl)
+			if e.o.delivers() {
+				deliverItem(&it)
+			}
 			switch it.Action {
+			case models.ActionDelivered:
+				cr.items.Delivered++
 			case models.ActionRepaired:
 				cr.items.Repaired++
 			case models.ActionRefused:
@@ -196,7 +201,9 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 		c.Repaired += cr.items.Repaired
 		c.Refused += cr.items.Refused
 		c.Reported += cr.items.Reported
+		c.Delivered += cr.items.Delivered
 		if prev != nil {
+			c.Delivered -= prev.items.Delivered
 			c.Repaired -= prev.items.Repaired
 			c.Refused -= prev.items.Refused
 			c.Reported -= prev.items.Reported
@@ -256,8 +263,15 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	if err := e.ap.saveCarry(ctx, tx, b.next, b.prev); err != nil {
 		return err
 	}
+	cursor := b.page.Cursor
+	if e.o.delivers() {
+		// No resume point: the rows do not hold what the batches decided,
+		// so a run resuming after this one's cursor would lose the facts
+		// before it.
+		cursor = ""
+	}
 	return tx.AddCounts(ctx, e.run.ID, store.Progress{Counts: *c, APIRequests: e.o.Provider.Requests(),
-		Cursor: b.page.Cursor, CursorAt: b.page.CursorAt})
+		Cursor: cursor, CursorAt: b.page.CursorAt})
 }
 
 // committed updates what the run holds in memory once a batch committed:

@@ -43,7 +43,12 @@ type Options struct {
 	// a provider that implements ObjectLister.
 	Mode string
 
-	DryRun      bool
+	DryRun bool
+	// Repair is how the run repairs what it finds: RepairApply (the
+	// default) applies the transitions; RepairDeliver writes no payment and
+	// records the missed events unprocessed for the application's worker.
+	// A dry run writes neither.
+	Repair      string
 	Trigger     string // models.Trigger*; default manual
 	TriggeredBy string
 
@@ -116,6 +121,9 @@ func (o *Options) defaults() {
 	}
 	if o.Mode == "" {
 		o.Mode = ModeAuto
+	}
+	if o.Repair == "" {
+		o.Repair = RepairApply
 	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = DefaultBatchSize
@@ -226,9 +234,12 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 	if len(notes) > 0 {
 		h.log.Warn("window adjusted", "notes", notes)
 	}
-	if o.DryRun {
+	switch {
+	case o.DryRun:
 		h.ap = newDryApplier(provider)
-	} else {
+	case o.delivers():
+		h.ap = newDeliverApplier(provider, h.run.ID)
+	default:
 		h.ap = &sqlApplier{st: o.Store, runID: h.run.ID, provider: provider, account: o.Account}
 	}
 	if !o.SkipLock {
@@ -245,7 +256,7 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 			return nil, err
 		}
 	}
-	h.log.Info("run started", "window_start", w.since, "window_end", w.until, "dry_run", o.DryRun,
+	h.log.Info("run started", "window_start", w.since, "window_end", w.until, "dry_run", o.DryRun, "repair", o.Repair,
 		"trigger", o.Trigger, "triggered_by", o.TriggeredBy)
 	return h, nil
 }
@@ -373,7 +384,7 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 		res.LastSuccess = fin
 	}
 	log.Info("run finished", "status", res.Run.Status, "examined", res.Run.Examined, "repaired", res.Run.Repaired,
-		"refused", res.Run.Refused, "synthetic_events", res.Run.SyntheticEvents, "api_requests", res.Run.APIRequests,
+		"delivered", res.Run.Delivered, "refused", res.Run.Refused, "synthetic_events", res.Run.SyntheticEvents, "api_requests", res.Run.APIRequests,
 		"db_round_trips", res.DBRoundTrips, "duration", fin.Sub(run.StartedAt))
 	return res, runErr
 }
@@ -447,6 +458,8 @@ func planWindow(ctx context.Context, o Options, now time.Time) (window, map[stri
 	switch h := o.Provider.Horizon(now); {
 	case o.Mode != ModeAuto && o.Mode != ModeListing && o.Mode != ModeEvents:
 		return window{}, nil, fmt.Errorf("%w: mode %q is not one of %s, %s, %s", ErrBadWindow, o.Mode, ModeAuto, ModeListing, ModeEvents)
+	case !slices.Contains(RepairModes, o.Repair):
+		return window{}, nil, fmt.Errorf("%w: repair %q is not one of %s, %s", ErrBadWindow, o.Repair, RepairApply, RepairDeliver)
 	case o.Mode == ModeListing && !canList:
 		return window{}, nil, fmt.Errorf("%w: mode %s: provider %s cannot list its objects", ErrBadWindow, ModeListing, provider)
 	case o.Mode == ModeListing:
@@ -479,7 +492,13 @@ func planWindow(ctx context.Context, o Options, now time.Time) (window, map[stri
 		notes["events"] = map[string]any{"since": listUntil.UTC().Format(time.RFC3339), "until": until.UTC().Format(time.RFC3339)}
 	}
 	w := window{since: since.UTC(), until: until.UTC(), listUntil: listUntil.UTC()}
-	if !o.DryRun && !o.SkipLock {
+	if o.delivers() {
+		// A run that delivers keeps what it carries in memory and writes no
+		// payment, so it reads its whole window again (its events are
+		// recorded once whatever it reads twice).
+		notes["repair"] = RepairDeliver
+	}
+	if !o.DryRun && !o.SkipLock && !o.delivers() {
 		// Resume after a crash: the last run of this account did not
 		// succeed but committed batches up to a cursor inside this window.
 		// Everything before the cursor is written, so only the rest is read.

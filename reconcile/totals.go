@@ -172,9 +172,9 @@ func (e *engine) count(b *batch) {
 			continue
 		}
 		// The rows side is the row as it is: after the batch in a real
-		// run, unchanged in a dry run.
+		// run, unchanged in a dry run or one that delivers.
 		row := o.after
-		if e.o.DryRun {
+		if !e.ap.writes() {
 			row = b.befores[id]
 		}
 		h := IDHash(id)
@@ -185,7 +185,7 @@ func (e *engine) count(b *batch) {
 			// e.totDiff: a row ahead of the log read so far, a repair a dry
 			// run only simulated, a refusal).
 			prevRow := b.rows[id]
-			if e.o.DryRun {
+			if !e.ap.writes() {
 				prevRow = b.befores[id]
 			}
 			prevProv, ok := e.totDiff[h]

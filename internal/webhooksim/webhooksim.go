@@ -37,6 +37,9 @@ type Fact struct {
 	AmountRefunded int64
 	Amount         int64
 	Currency       string
+	// PayoutID, on a settled fact, names the payout: the worker records
+	// the settlement with the published guard (RecordSettlement) too.
+	PayoutID string
 }
 
 // Stripe converts the fake Stripe's deliveries.
@@ -145,11 +148,19 @@ func ApplyFact(tx *gorm.DB, source string, f Fact) error {
 	res := tx.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, `+atSQL+`) ON CONFLICT (provider, provider_id) DO NOTHING`,
 		source, f.PaymentID, string(f.State), f.Amount, f.Currency, refund, at)
-	if res.Error != nil || res.RowsAffected > 0 {
+	if res.Error != nil {
 		return res.Error
 	}
-	_, err := g.Advance(ctx, db, source, f.PaymentID, f.State, f.At, f.AmountRefunded)
-	return err
+	if res.RowsAffected == 0 {
+		if _, err := g.Advance(ctx, db, source, f.PaymentID, f.State, f.At, f.AmountRefunded); err != nil {
+			return err
+		}
+	}
+	if f.State == models.StateSettled && f.PayoutID != "" {
+		_, err := g.RecordSettlement(ctx, db, source, f.PaymentID, f.PayoutID, f.At)
+		return err
+	}
+	return nil
 }
 
 // Seed delivers every delivery up to t that keep(i, d) accepts, as the
