@@ -380,4 +380,3 @@ func (e *env) requireApplyRows(seed uint64) {
 		e.t.Fatalf("the worker left rows other than a repair: apply run (-apply +deliver):\n%s", d)
 	}
 }
-
