@@ -182,7 +182,7 @@ func TestReportTotalsAndDryRunEveryFormat(t *testing.T) {
 				case "html":
 					assert.Contains(t, out, `<span class="badge a-repaired">would repair</span>`, name)
 				case "md":
-					assert.Contains(t, out, "| behind | would repair |", name)
+					assert.Contains(t, out, "· `behind` · would repair ·", name)
 				case "text":
 					assert.Regexp(t, `pi_r1 +behind +would repair `, out, name)
 					assert.Contains(t, out, "Would repair (3; dry run, nothing was changed):", name)
