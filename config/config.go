@@ -150,6 +150,10 @@ type Run struct {
 	StuckLimit    int      `yaml:"stuck_limit"`    // at most this many re-fetches per run; -1 disables
 	ShutdownGrace Duration `yaml:"shutdown_grace"` // SIGTERM to exit, at most
 	LockWait      Duration `yaml:"lock_wait"`      // keep trying for a held lock this long before exit code 3
+	// Repair is how a run repairs what it finds: apply (the default, also
+	// when empty) or deliver (no payment is written; the missed events are
+	// recorded unprocessed for the application's own webhook worker).
+	Repair string `yaml:"repair"`
 }
 
 // Log configures logging.
@@ -617,6 +621,11 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return &Error{Key: "log.level", Msg: "unknown level " + c.show("log.level", c.Log.Level), Hint: "use debug, info, warn or error"}
+	}
+	switch c.Run.Repair {
+	case "", reconcile.RepairApply, reconcile.RepairDeliver:
+	default:
+		return &Error{Key: "run.repair", Msg: "unknown repair " + c.show("run.repair", c.Run.Repair), Hint: "use apply or deliver"}
 	}
 	switch c.Log.Format {
 	case "auto", "json", "text":

@@ -96,7 +96,7 @@ var kindOrder = []string{models.KindConflict, models.KindStale, models.KindMisma
 	models.KindDispute, models.KindMissingLocal, models.KindBehind}
 
 // actionOrder is the stacking order of actions: those needing a human first.
-var actionOrder = []string{models.ActionRefused, models.ActionReported, models.ActionRepaired}
+var actionOrder = []string{models.ActionRefused, models.ActionReported, models.ActionRepaired, models.ActionDelivered}
 
 type glossaryEntry struct{ Kind, Action, Meaning string }
 

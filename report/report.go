@@ -138,8 +138,11 @@ type Item struct {
 	Acknowledged *ItemAck `json:"acknowledged,omitempty"`
 }
 
-// NeedsHuman reports whether the item was refused or only reported.
-func (it Item) NeedsHuman() bool { return it.Action != models.ActionRepaired }
+// NeedsHuman reports whether the item was refused or only reported (not
+// repaired, nor delivered to the application's worker).
+func (it Item) NeedsHuman() bool {
+	return it.Action != models.ActionRepaired && it.Action != models.ActionDelivered
+}
 
 // WouldRepair is what a dry run's reports call its repaired items.
 const WouldRepair = "would repair"
@@ -366,9 +369,9 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 }
 
 // eachItem calls fn with every drift item of a run, refused first, then
-// reported, then repaired, each by id, reading 5000 at a time.
+// reported, then repaired, then delivered, each by id, reading 5000 at a time.
 func eachItem(ctx context.Context, db *gorm.DB, runID int64, fn func(models.DriftItem) error) error {
-	for _, action := range []string{models.ActionRefused, models.ActionReported, models.ActionRepaired} {
+	for _, action := range []string{models.ActionRefused, models.ActionReported, models.ActionRepaired, models.ActionDelivered} {
 		var last int64
 		for {
 			var batch []models.DriftItem

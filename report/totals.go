@@ -130,6 +130,8 @@ func differs(kind, action string, dry bool) bool {
 		return false // an open dispute is no chargeback yet, on either side
 	case action == models.ActionRepaired:
 		return dry // a real run moved the row to the provider's
+	case action == models.ActionDelivered:
+		return true // the row moves when the application's worker processes it
 	}
 	return action == models.ActionRefused || action == models.ActionReported
 }

@@ -159,7 +159,7 @@ func calendar(cfg config.Config) (*workdays.Calendar, error) {
 func engineOptions(cfg config.Config, p reconcile.Provider) reconcile.Options {
 	r := cfg.Run
 	o := reconcile.Options{Provider: p, Window: r.Window.D(), Overlap: r.Overlap.D(), BatchSize: r.BatchSize,
-		StuckAfter: r.StuckAfter.D(), StuckLimit: r.StuckLimit, LockWait: r.LockWait.D()}
+		StuckAfter: r.StuckAfter.D(), StuckLimit: r.StuckLimit, LockWait: r.LockWait.D(), Repair: r.Repair}
 	if p.Name() == gocardless.Name {
 		cal, _ := calendar(cfg) // Plan checked it before anything ran
 		n := cfg.Providers.GoCardless.StuckAfterWorkingDays

@@ -60,6 +60,9 @@ type Request struct {
 	// Mode is how the window is read (reconcile.ModeAuto, ModeListing,
 	// ModeEvents); "" is auto.
 	Mode string
+	// Repair overrides run.repair for this run (reconcile.RepairApply,
+	// RepairDeliver); "" keeps the configuration's.
+	Repair string
 	// Trigger (models.Trigger*) and TriggeredBy are recorded on the run.
 	Trigger, TriggeredBy string
 	// Progress, when set, is called after every batch.
@@ -133,6 +136,9 @@ func (s *Service) Start(ctx context.Context, req Request) (*Run, error) {
 	o.Store, o.DB, o.Clock, o.Logger = s.Store, s.DB, s.Clock, s.logger()
 	o.Account, o.Since, o.Until, o.DryRun, o.Mode = req.Account, req.Since, req.Until, req.DryRun, req.Mode
 	o.Trigger, o.TriggeredBy, o.Progress = req.Trigger, req.TriggeredBy, req.Progress
+	if req.Repair != "" {
+		o.Repair = req.Repair
+	}
 	h, err := reconcile.Start(ctx, o)
 	if err != nil {
 		return nil, err

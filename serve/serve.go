@@ -410,6 +410,8 @@ type runBody struct {
 	DryRun   bool    `json:"dry_run"`
 	// Mode is how the window is read: auto (default), listing or events.
 	Mode string `json:"mode"`
+	// Repair overrides run.repair: apply or deliver ("" keeps it).
+	Repair string `json:"repair"`
 }
 
 func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Request, caller string) {
@@ -444,7 +446,12 @@ func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Re
 		bad("mode", fmt.Sprintf("unknown mode %q (use auto, listing or events)", b.Mode))
 		return
 	}
-	req := runner.Request{Job: runner.Job{Provider: *b.Provider, Account: b.Account}, DryRun: b.DryRun, Mode: b.Mode, Trigger: models.TriggerAPI, TriggeredBy: caller}
+	if b.Repair != "" && b.Repair != reconcile.RepairApply && b.Repair != reconcile.RepairDeliver {
+		bad("repair", fmt.Sprintf("unknown repair %q (use apply or deliver)", b.Repair))
+		return
+	}
+	req := runner.Request{Job: runner.Job{Provider: *b.Provider, Account: b.Account}, DryRun: b.DryRun, Mode: b.Mode, Repair: b.Repair,
+		Trigger: models.TriggerAPI, TriggeredBy: caller}
 	var err error
 	if b.Since != "" {
 		if req.Since, err = config.ParseTime(b.Since); err != nil {

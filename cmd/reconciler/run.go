@@ -19,7 +19,7 @@ import (
 
 type runFlags struct {
 	config, since, until, window, reportFile, format, trigger, lockWait string
-	accountsFrom, shard, mode                                           string
+	accountsFrom, shard, mode, repair                                   string
 	providers, accounts                                                 multiFlag
 	dryRun, noMigrate                                                   bool
 	batchSize, concurrency                                              int
@@ -35,6 +35,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	fs.StringVar(&f.until, "until", "", "window end, exclusive (default: now)")
 	fs.StringVar(&f.window, "window", "", "window length when --since is not given (default from config: 24h)")
 	fs.StringVar(&f.mode, "mode", reconcile.ModeAuto, "how the window is read: auto (the event log, and object listing for any part older than it), listing (object listing only) or events (the event log only)")
+	fs.StringVar(&f.repair, "repair", "", "apply (repair the rows) or deliver (record the missed events unprocessed for your own webhook worker; write no payment); default from config run.repair: apply")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report, but write only the run and its drift items")
 	fs.StringVar(&f.reportFile, "report", "", "write the report to this file (default: stdout)")
 	fs.StringVar(&f.format, "format", "md", "report format: json, csv, md, html or text")
@@ -143,7 +144,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 
 	m := metrics.NewWith(metrics.Options{Version: version, DB: db, Runs: st, Log: log})
 	svc.DB, svc.Store, svc.Hooks = db, st, runner.Observe(m, runner.Notifier(cfg, db, st, m, log))
-	req := runner.Request{Since: since, Until: until, DryRun: f.dryRun, Mode: f.mode, Trigger: f.trigger, TriggeredBy: triggeredBy(getenv)}
+	req := runner.Request{Since: since, Until: until, DryRun: f.dryRun, Mode: f.mode, Repair: f.repair, Trigger: f.trigger, TriggeredBy: triggeredBy(getenv)}
 	if isTerminal(stderr) {
 		req.Progress = runner.ProgressLine(stderr) // live progress on a terminal only
 	}
