@@ -39,6 +39,21 @@ type Config struct {
 	// (dotted key → "${VAR}" or the variable's name): an error about such a
 	// value names its source, never the value, which may be a secret.
 	sources map[string]string
+
+	// Configuration that never guesses (issue 18): origins names where a
+	// key's value came from when it was not the default (the file and
+	// line, or the variable), for Describe; db is how the store was
+	// configured, for Validate and EmbeddedStore.
+	origins map[string]string
+	db      dbSource
+}
+
+// origin records that key's value came from src (a file line, a variable).
+func (c *Config) origin(key, src string) {
+	if c.origins == nil {
+		c.origins = map[string]string{}
+	}
+	c.origins[key] = src
 }
 
 // fromEnv records that key's value came from src (the environment).
@@ -58,6 +73,11 @@ func (c Config) show(key, v string) string {
 		return "the value from " + src
 	}
 	if strings.HasPrefix(key, "notify.") {
+		return "the value"
+	}
+	// A secret pasted into the wrong key (an API key in log.level, a URL
+	// with a password): never echoed.
+	if c.masked(v) {
 		return "the value"
 	}
 	return Quote(v)
@@ -135,8 +155,13 @@ type Database struct {
 	// ${DATABASE_URL} reference here: a literal password belongs in a Secret.
 	URL          string `yaml:"url"`
 	MaxOpenConns int    `yaml:"max_open_conns"`
-	// SQLitePath is the embedded store's file, used when no URL is set.
+	// SQLitePath is the embedded store's file, used when Embedded is set or
+	// no database is configured at all (no url key, no DATABASE_URL).
 	SQLitePath string `yaml:"sqlite_path"`
+	// Embedded picks the embedded SQLite file explicitly. A URL configured
+	// beside it is an error, as is a configured URL that is empty: the
+	// store is never picked by falling back.
+	Embedded bool `yaml:"embedded"`
 	// AutoMigrate applies pending migrations before every run.
 	AutoMigrate bool `yaml:"auto_migrate"`
 }
@@ -299,34 +324,30 @@ func Path(flag string, getenv func(string) string) (path string, explicit bool) 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
 // Load builds the configuration from defaults, the file at path (skipped
-// when it is missing and !mustExist) and the environment.
+// when it is missing and !mustExist) and the environment (getenv; see
+// EnvOf for how an empty variable is told from an unset one).
 func Load(path string, mustExist bool, getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
+	return LoadEnv(path, mustExist, EnvOf(getenv), readFile)
+}
+
+// LoadEnv is Load reading the environment through lookup.
+func LoadEnv(path string, mustExist bool, lookup Lookup, readFile func(string) ([]byte, error)) (Config, error) {
+	getenv := func(k string) string { v, _ := lookup(k); return v }
 	cfg := Default()
 	b, err := readFile(path)
 	switch {
 	case err == nil:
-		if err := decode(b, path, &cfg, getenv); err != nil {
+		if err := decode(b, path, &cfg, lookup); err != nil {
 			return cfg, err
 		}
 	case errors.Is(err, os.ErrNotExist) && !mustExist:
 	default:
 		return cfg, &Error{Key: "--config", Msg: err.Error(), Hint: "pass an existing file or unset RECONCILER_CONFIG"}
 	}
-
-	for _, o := range []struct {
-		env, key string
-		to       *string
-	}{
-		{"DATABASE_URL", "database.url", &cfg.Database.URL},
-		{"STRIPE_API_BASE", "providers.stripe.api_base", &cfg.Providers.Stripe.APIBase},
-		{"RECONCILER_HTTP_ADDR", "serve.http_addr", &cfg.Serve.HTTPAddr},
-		{"RECONCILER_PUSHGATEWAY_URL", "metrics.pushgateway_url", &cfg.Metrics.PushgatewayURL},
-		{"GOCARDLESS_API_BASE", "providers.gocardless.api_base", &cfg.Providers.GoCardless.APIBase},
-	} {
-		if v := getenv(o.env); v != "" {
-			*o.to = v
-			cfg.fromEnv(o.key, o.env)
-		}
+	// The environment layer: every key's RECONCILER_… variable, and the
+	// documented aliases (DATABASE_URL, STRIPE_API_BASE, …).
+	if err := applyEnv(&cfg, lookup); err != nil {
+		return cfg, err
 	}
 	g := &cfg.Providers.GoCardless
 	g.accessToken = getenv("GOCARDLESS_ACCESS_TOKEN")
@@ -364,6 +385,7 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 		}
 		s.apiKey = strings.TrimSpace(string(kb))
 	}
+	cfg.secretOrigins(getenv) // issue 18: for Describe, which masks them
 	return cfg, nil
 }
 
@@ -372,7 +394,7 @@ func Load(path string, mustExist bool, getenv func(string) string, readFile func
 // then decodes strictly: an unknown key is an error. Its errors name the
 // dotted key and the file's line, and never print a value that came from
 // the environment.
-func decode(b []byte, path string, cfg *Config, getenv func(string) string) error {
+func decode(b []byte, path string, cfg *Config, lookup Lookup) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return &Error{Key: path, Msg: scrub(strings.TrimPrefix(err.Error(), "yaml: ")), Hint: "fix the YAML syntax there"}
@@ -381,7 +403,7 @@ func decode(b []byte, path string, cfg *Config, getenv func(string) string) erro
 		return nil // empty or comments only
 	}
 	lines := map[string]int{}
-	if err := expand(&doc, "", getenv, cfg, lines); err != nil {
+	if err := expand(&doc, "", lookup, cfg, lines); err != nil {
 		return err
 	}
 	if err := wholeNumbers(doc.Content[0], reflect.TypeOf(*cfg), "", path, cfg, lines); err != nil {
@@ -395,6 +417,15 @@ func decode(b []byte, path string, cfg *Config, getenv func(string) string) erro
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
 		return decodeError(err, out, path, cfg, lines)
+	}
+	// Where each value came from (Describe), and whether the file
+	// configures a database: a url key does, unless its value is only
+	// ${VAR:-} references to unset variables (written to allow it unset).
+	for k, l := range lines {
+		cfg.origin(k, fmt.Sprintf("%s line %d", path, l))
+	}
+	if l, ok := lines["database.url"]; ok && cfg.db.unsetRef == "" {
+		cfg.db.urlFrom = fmt.Sprintf("%s line %d", path, l)
 	}
 	return nil
 }
@@ -525,13 +556,13 @@ func join(path, key string) string {
 // (at dotted key path), records which keys took a value from the
 // environment, and the original line of every key. An unset ${VAR} without
 // a default is an error naming the key and the variable.
-func expand(n *yaml.Node, path string, getenv func(string) string, cfg *Config, lines map[string]int) error {
+func expand(n *yaml.Node, path string, lookup Lookup, cfg *Config, lines map[string]int) error {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			p := join(path, n.Content[i].Value)
 			lines[p] = n.Content[i].Line
-			if err := expand(n.Content[i+1], p, getenv, cfg, lines); err != nil {
+			if err := expand(n.Content[i+1], p, lookup, cfg, lines); err != nil {
 				return err
 			}
 		}
@@ -540,14 +571,14 @@ func expand(n *yaml.Node, path string, getenv func(string) string, cfg *Config, 
 		for i, c := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			lines[p] = c.Line
-			if err := expand(c, p, getenv, cfg, lines); err != nil {
+			if err := expand(c, p, lookup, cfg, lines); err != nil {
 				return err
 			}
 		}
 		return nil
 	case yaml.DocumentNode, yaml.AliasNode:
 		for _, c := range n.Content {
-			if err := expand(c, path, getenv, cfg, lines); err != nil {
+			if err := expand(c, path, lookup, cfg, lines); err != nil {
 				return err
 			}
 		}
@@ -558,19 +589,30 @@ func expand(n *yaml.Node, path string, getenv func(string) string, cfg *Config, 
 	}
 	var refs []string
 	var unset string
+	raw, unsetSet, optional := n.Value, false, envRef.ReplaceAllString(n.Value, "") == ""
 	n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
 		sub := envRef.FindStringSubmatch(m)
 		refs = append(refs, "${"+sub[1]+"}")
-		if v := getenv(sub[1]); v != "" {
+		v, set := lookup(sub[1])
+		if v != "" {
+			optional = false
 			return v
 		}
+		// optional: every reference is ${VAR:-} to an unset variable.
+		optional = optional && !set && sub[2] != "" && sub[3] == ""
 		if sub[2] == "" && unset == "" {
-			unset = sub[1]
+			unset, unsetSet = sub[1], set
 		}
 		return sub[3]
 	})
+	if unset != "" && unsetSet {
+		return &Error{Key: path, Msg: fmt.Sprintf("${%s} is set but empty", unset), Hint: fmt.Sprintf("give %s a value, or unset it and write ${%s:-default}", unset, unset)}
+	}
 	if unset != "" {
 		return &Error{Key: path, Msg: fmt.Sprintf("${%s} is not set", unset), Hint: fmt.Sprintf("export %s, or write ${%s:-default} to allow it unset", unset, unset)}
+	}
+	if optional && path == "database.url" {
+		cfg.db.unsetRef = raw
 	}
 	if len(refs) > 0 {
 		cfg.fromEnv(path, strings.Join(refs, ", "))
@@ -587,8 +629,8 @@ func (c Config) Validate() error {
 	if strings.Contains(c.Database.URL, "${") {
 		return &Error{Key: "database.url", Msg: "refers to an unset environment variable", Hint: "set DATABASE_URL"}
 	}
-	if c.Database.URL == "" && c.Database.SQLitePath == "" {
-		return &Error{Key: "database.sqlite_path", Msg: "is empty and no database URL is set", Hint: "set DATABASE_URL, or name a file for the embedded store"}
+	if err := c.checkStore(); err != nil { // issue 18: the store is never picked by falling back
+		return err
 	}
 	s, g := c.Providers.Stripe, c.Providers.GoCardless
 	for _, v := range []struct {
@@ -650,7 +692,7 @@ func (c Config) Validate() error {
 	}
 	if _, err := cron.ParseStandard(c.Serve.CronSpec()); err != nil {
 		msg := c.show("serve.schedule", c.Serve.Schedule) + " is not a schedule"
-		if _, env := c.sources["serve.schedule"]; !env {
+		if _, env := c.sources["serve.schedule"]; !env && !c.masked(c.Serve.Schedule) {
 			msg += ": " + scrub(err.Error())
 		}
 		return &Error{Key: "serve.schedule", Msg: msg, Hint: `use five cron fields ("30 2 * * *"), a descriptor (@daily, @every 6h), optionally prefixed CRON_TZ=Europe/London`}

@@ -326,8 +326,15 @@ func TestRepositoryConfigYAML(t *testing.T) {
 			// The example states the defaults.
 			want := Default()
 			want.Database.URL = env["DATABASE_URL"]
-			want.sources = c.sources // where the URL came from
+			want.sources, want.origins, want.db = c.sources, c.origins, c.db // where the values came from
 			assert.Equal(t, want, c)
+			// ${DATABASE_URL:-} allows it unset: then no database is
+			// configured, and the embedded store is picked, saying why.
+			reason, embedded := c.EmbeddedStore()
+			assert.Equal(t, env["DATABASE_URL"] == "", embedded)
+			if embedded {
+				assert.Equal(t, "no database configured (database.url is ${DATABASE_URL:-}, unset)", reason)
+			}
 		})
 	}
 }

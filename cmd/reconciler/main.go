@@ -91,6 +91,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		return cmdPayoutsMain(ctx, args[1:], stdout, stderr, getenv)
 	case "ack":
 		err = cmdAck(ctx, args[1:], stdout, stderr, getenv)
+	case "config":
+		err = cmdConfig(args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "reconciler %s\n", version)
 		return exitOK

@@ -15,6 +15,7 @@ import (
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/internal/logging"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/store"
@@ -73,48 +74,30 @@ func given(fs *flag.FlagSet, name string) bool {
 // loadConfig reads and validates the configuration.
 func loadConfig(flagPath string, getenv func(string) string) (config.Config, error) {
 	path, must := config.Path(flagPath, getenv)
-	cfg, err := config.Load(path, must, getenv, os.ReadFile)
+	cfg, err := config.LoadEnv(path, must, config.EnvOf(getenv), os.ReadFile)
 	if err != nil {
 		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }
 
-// newLogger writes JSON to stderr unless it is a terminal (or the config
-// says otherwise).
 func newLogger(cfg config.Config, stderr io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Log.Level))
-	opts := &slog.HandlerOptions{Level: level}
-	format := cfg.Log.Format
-	if format == "auto" {
-		format = "json"
-		if isTerminal(stderr) {
-			format = "text"
-		}
-	}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(stderr, opts))
-	}
-	return slog.New(slog.NewJSONHandler(stderr, opts))
+	return logging.New(cfg.Log.Level, cfg.Log.Format, stderr)
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+var isTerminal = logging.IsTerminal
 
 // openDB opens the configured database (dbopen.Open) and its store; closeDB
 // releases the connections. migrated: the schema must be there, with no
-// migration pending (for the commands that only read it).
+// migration pending (for the commands that only read it), and an embedded
+// store's file is never created.
 func openDB(ctx context.Context, cfg config.Config, log *slog.Logger, migrated bool) (db *gorm.DB, st store.Store, closeDB func(), err error) {
 	d := cfg.Database
-	db, err = dbopen.Open(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log})
-	if err != nil {
+	reason, _ := cfg.EmbeddedStore()
+	db, err = dbopen.Open(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log, Reason: reason, MustExist: migrated})
+	if errors.Is(err, dbopen.ErrNoEmbeddedStore) {
+		return nil, nil, nil, usageError{Err: err}
+	} else if err != nil {
 		return nil, nil, nil, err
 	}
 	closeDB = func() {
@@ -133,20 +116,7 @@ func openDB(ctx context.Context, cfg config.Config, log *slog.Logger, migrated b
 
 // parseWindow parses --since and --until, either of which may be empty.
 func parseWindow(sinceFlag, untilFlag string) (since, until time.Time, err error) {
-	if sinceFlag != "" {
-		if since, err = config.ParseTime(sinceFlag); err != nil {
-			return since, until, usagef("--since: %v", err)
-		}
-	}
-	if untilFlag != "" {
-		if until, err = config.ParseTime(untilFlag); err != nil {
-			return since, until, usagef("--until: %v", err)
-		}
-	}
-	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
-		return since, until, usagef("--since %s must be before --until %s (swap them, or widen the window)", config.Quote(sinceFlag), config.Quote(untilFlag))
-	}
-	return since, until, nil
+	return config.ParseWindow(sinceFlag, untilFlag)
 }
 
 // notFuture is the clock's part of the engine's window check, for run:

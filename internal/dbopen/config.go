@@ -2,8 +2,11 @@ package dbopen
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -17,19 +20,39 @@ type Params struct {
 	URL string
 	// SQLitePath is the embedded store's file, opened when URL is "".
 	SQLitePath string
+	// Reason says why the embedded store is used ("no database
+	// configured"), for the log line that says so.
+	Reason string
+	// MustExist: the embedded store's file must be there already (the
+	// commands that only read it never create it).
+	MustExist bool
 	// MaxOpenConns bounds the PostgreSQL pool.
 	MaxOpenConns int
 	// Log, when set, is told that the embedded store is in use.
 	Log *slog.Logger
 }
 
+// ErrNoEmbeddedStore is Open's error when p.MustExist and the embedded
+// store's file does not exist: nothing was created.
+var ErrNoEmbeddedStore = errors.New("no database")
+
 // Open connects to PostgreSQL at p.URL and pings it, or, when no database is
 // configured, opens the embedded SQLite file at p.SQLitePath (and says so).
 // The URL is never in an error: it may hold a password.
 func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 	if p.URL == "" {
+		if p.MustExist {
+			if _, err := os.Stat(p.SQLitePath); errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%w: the embedded store %s does not exist; set DATABASE_URL or run reconciler migrate or run first", ErrNoEmbeddedStore, p.SQLitePath)
+			}
+		}
 		if p.Log != nil {
-			p.Log.Info("no DATABASE_URL: using the embedded SQLite store (one machine only; PostgreSQL is the production store)", "path", p.SQLitePath)
+			reason := p.Reason
+			if reason == "" {
+				reason = "no database configured"
+			}
+			p.Log.Info("using the embedded SQLite store", "path", p.SQLitePath, "reason", reason,
+				"note", "one machine only; PostgreSQL is the production store")
 		}
 		db, err := SQLite(p.SQLitePath)
 		if err != nil {
