@@ -1,15 +1,12 @@
 // Package sqlitestore is the embedded store: one SQLite file, for trying
 // reconciler on one machine. Times are kept as text, so every stored time is
 // normalised (sqlTime) and every comparison goes through julianday; the run
-// lock is a row naming its holder's host and pid.
+// lock is an OS file lock beside the database file (lock.go).
 package sqlitestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"syscall"
 	"time"
 
 	"gorm.io/gorm"
@@ -64,73 +61,6 @@ func (s *Store) PaymentsInWindow(ctx context.Context, q store.PaymentQuery) ([]m
 // stored time; it is SQLite's now in the normalised form, to the
 // millisecond, like a stubbed stamp.
 const now = `coalesce(` + `strftime('%Y-%m-%d %H:%M:%f+00:00', ?)` + `, strftime('%Y-%m-%d %H:%M:%f+00:00', 'now'))`
-
-// lock is a row in run_locks naming the holder's host and pid.
-type lock struct {
-	db  *gorm.DB
-	key string
-}
-
-// TryLock implements store.Store: it takes the lock row, or takes it over
-// when its holder was a process on this host that no longer runs. The
-// embedded store is for one machine: a holder on another host is always
-// respected.
-func (s *Store) TryLock(ctx context.Context, key string) (store.Lock, error) {
-	host, _ := os.Hostname()
-	pid := os.Getpid()
-	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var held []struct {
-			Host string
-			Pid  int
-		}
-		if err := tx.Raw(`SELECT host, pid FROM run_locks WHERE key = ?`, key).Scan(&held).Error; err != nil {
-			return err
-		}
-		if len(held) > 0 {
-			h := held[0]
-			if h.Host != host || processAlive(h.Pid) {
-				return store.ErrLocked
-			}
-		}
-		return tx.Exec(`INSERT INTO run_locks (key, host, pid, acquired_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP)
-			ON CONFLICT (key) DO UPDATE SET host = excluded.host, pid = excluded.pid, acquired_at = excluded.acquired_at`, key, host, pid).Error
-	})
-	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
-			return nil, store.ErrLocked
-		}
-		return nil, fmt.Errorf("take run lock: %w", err)
-	}
-	return &lock{db: s.DB, key: key}, nil
-}
-
-// processAlive reports whether pid runs on this machine.
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-func (l *lock) Release(ctx context.Context) error {
-	return l.db.WithContext(ctx).Exec(`DELETE FROM run_locks WHERE key = ? AND pid = ?`, l.key, os.Getpid()).Error
-}
-
-// Held implements store.Lock: the lock row still names this host and
-// process.
-func (l *lock) Held(ctx context.Context) error {
-	host, _ := os.Hostname()
-	var n int64
-	if err := l.db.WithContext(ctx).Raw(`SELECT count(*) FROM run_locks WHERE key = ? AND host = ? AND pid = ?`,
-		l.key, host, os.Getpid()).Scan(&n).Error; err != nil {
-		return fmt.Errorf("read run lock: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("%w: its row no longer names this process", store.ErrLockLost)
-	}
-	return nil
-}
 
 // The batch updates join payments with a JSON array argument. Each one
 // materialises the array first (WITH v AS MATERIALIZED), so that the

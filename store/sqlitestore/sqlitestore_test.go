@@ -1,7 +1,9 @@
 package sqlitestore_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,9 +54,9 @@ func TestStoreSuite(t *testing.T) {
 	})
 }
 
-// The embedded store's run lock is a row naming its holder's host and pid:
-// a holder that died on this machine is taken over, a live one or one on
-// another host is respected.
+// The embedded store's run lock is an OS lock on a file beside the
+// database: a live holder in another process locks the key out, a holder
+// that died releases it with its process, whatever its row says.
 
 type lockRow struct {
 	Key  string
@@ -69,48 +71,121 @@ func lockRows(t *testing.T, db *gorm.DB) []lockRow {
 	return out
 }
 
-// deadPid is the pid of a process of this machine that has exited.
-func deadPid(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("true")
-	require.NoError(t, cmd.Run())
-	return cmd.Process.Pid
-}
-
 func hold(t *testing.T, db *gorm.DB, key, host string, pid int) {
 	t.Helper()
 	require.NoError(t, db.Exec(`INSERT INTO run_locks (key, host, pid) VALUES (?, ?, ?)`, key, host, pid).Error)
 }
 
-func TestLockTakesOverADeadLocalHolder(t *testing.T) {
+// dbPath is the file of the test's database.
+func dbPath(t *testing.T, db *gorm.DB) string {
+	t.Helper()
+	var path string
+	require.NoError(t, db.Raw(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path).Error)
+	require.NotEmpty(t, path)
+	return path
+}
+
+// A container restarted on the same hostname runs as pid 1 again and finds
+// its dead predecessor's row naming pid 1 (its own pid now): the row is no
+// lock, the dead predecessor's file lock went with its process.
+func TestLockIsNotAPidRestartedContainer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openDB(t)
 	st := sqlitestore.New(db, nil)
 	host, err := os.Hostname()
 	require.NoError(t, err)
-	hold(t, db, "stripe/", host, deadPid(t))
-	l, err := st.TryLock(ctx, "stripe/")
+	hold(t, db, "stripe/", host, os.Getpid())
+	hold(t, db, "remote/", "another-host", 1)
+	for _, key := range []string{"stripe/", "remote/"} {
+		l, err := st.TryLock(ctx, key)
+		require.NoError(t, err, "a row left by a holder that no longer holds the file lock is taken over: %s", key)
+		require.NoError(t, l.Held(ctx))
+		require.NoError(t, l.Release(ctx))
+	}
+	require.Empty(t, lockRows(t, db))
+}
+
+// holderEnv names the database a helper process locks (TestHelperHoldLock).
+const holderEnv = "H19P_HOLD_LOCK_DB"
+
+// TestHelperHoldLock is not a test: run by startHolder as another process,
+// it takes the lock "stripe/" on the database named by holderEnv, says so on
+// stdout and holds it until it is killed.
+func TestHelperHoldLock(t *testing.T) {
+	path := os.Getenv(holderEnv)
+	if path == "" {
+		t.Skip("helper process only")
+	}
+	db, err := dbopen.SQLite(path)
 	require.NoError(t, err)
+	_, err = sqlitestore.New(db, nil).TryLock(context.Background(), "stripe/")
+	require.NoError(t, err)
+	fmt.Println("held")
+	time.Sleep(time.Hour)
+}
+
+// startHolder starts another process holding the lock "stripe/" on path.
+func startHolder(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldLock$")
+	cmd.Env = append(os.Environ(), holderEnv+"="+path)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "held\n", line)
+	return cmd
+}
+
+func TestLockHeldByAnotherProcessUntilItDies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openDB(t)
+	st := sqlitestore.New(db, nil)
+	holder := startHolder(t, dbPath(t, db))
+	_, err := st.TryLock(ctx, "stripe/")
+	require.ErrorIs(t, err, store.ErrLocked, "a live holder in another process")
+	other, err := st.TryLock(ctx, "stripe/acct_1")
+	require.NoError(t, err, "another key is free")
+	require.NoError(t, other.Release(ctx))
+	host, _ := os.Hostname()
+	require.Equal(t, []lockRow{{"stripe/", host, holder.Process.Pid}}, lockRows(t, db), "the row names the holder")
+
+	// Killed, it cannot release anything: the OS does.
+	require.NoError(t, holder.Process.Kill())
+	_ = holder.Wait()
+	l, err := st.TryLock(ctx, "stripe/")
+	require.NoError(t, err, "a dead holder's lock is free")
 	require.Equal(t, []lockRow{{"stripe/", host, os.Getpid()}}, lockRows(t, db))
 	require.NoError(t, l.Release(ctx))
 	require.Empty(t, lockRows(t, db))
 }
 
-func TestLockRespectsALiveOrRemoteHolder(t *testing.T) {
+// The lock file removed under a holder (by hand, or by a cleanup of the
+// directory) lets another run lock a new file of the same name: the first
+// holder's Held says it lost the lock.
+func TestLockLostWithItsFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openDB(t)
 	st := sqlitestore.New(db, nil)
-	host, err := os.Hostname()
+	l, err := st.TryLock(ctx, "stripe/")
 	require.NoError(t, err)
-	hold(t, db, "alive/", host, os.Getppid())
-	hold(t, db, "remote/", "another-host", deadPid(t))
-	for _, key := range []string{"alive/", "remote/"} {
-		_, err := st.TryLock(ctx, key)
-		require.ErrorIs(t, err, store.ErrLocked, key)
-	}
-	require.Len(t, lockRows(t, db), 2, "nothing taken over")
+	files, err := filepath.Glob(dbPath(t, db) + ".lock-stripe_-*")
+	require.NoError(t, err)
+	require.Len(t, files, 1, "one lock file per key beside the database")
+	require.NoError(t, os.Remove(files[0]))
+	require.ErrorIs(t, l.Held(ctx), store.ErrLockLost)
+	l2, err := st.TryLock(ctx, "stripe/")
+	require.NoError(t, err)
+	require.ErrorIs(t, l.Held(ctx), store.ErrLockLost, "another holder locked the new file")
+	require.NoError(t, l2.Held(ctx))
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, l2.Held(ctx), "releasing the lost lock leaves the new holder's")
+	require.NoError(t, l2.Release(ctx))
 }
 
 func TestLockReleaseLeavesAnotherHoldersRow(t *testing.T) {
@@ -120,10 +195,37 @@ func TestLockReleaseLeavesAnotherHoldersRow(t *testing.T) {
 	st := sqlitestore.New(db, nil)
 	l, err := st.TryLock(ctx, "stripe/")
 	require.NoError(t, err)
-	// Another process took the lock over meanwhile (this one was thought
-	// dead): releasing ours must not free theirs.
+	// Another process took the lock over meanwhile: releasing ours must
+	// not delete their row.
 	require.NoError(t, db.Exec(`UPDATE run_locks SET pid = ? WHERE key = ?`, os.Getppid(), "stripe/").Error)
 	require.NoError(t, l.Release(ctx))
 	host, _ := os.Hostname()
 	require.Equal(t, []lockRow{{"stripe/", host, os.Getppid()}}, lockRows(t, db))
+}
+
+// Keys that differ only in characters a file name cannot hold never share
+// a lock file.
+func TestLockKeysNeverShareAFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := sqlitestore.New(openDB(t), nil)
+	a, err := st.TryLock(ctx, "stripe/acct:1")
+	require.NoError(t, err)
+	b, err := st.TryLock(ctx, "stripe/acct/1")
+	require.NoError(t, err)
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, b.Release(ctx))
+}
+
+// An in-memory database has no directory to put a lock file in: TryLock
+// says so rather than locking nothing.
+func TestLockNeedsADatabaseFile(t *testing.T) {
+	t.Parallel()
+	db, err := dbopen.SQLite(":memory:")
+	require.NoError(t, err)
+	_, err = models.Migrate(context.Background(), db)
+	require.NoError(t, err)
+	_, err = sqlitestore.New(db, nil).TryLock(context.Background(), "stripe/")
+	require.ErrorContains(t, err, "database.sqlite_path")
+	require.NotErrorIs(t, err, store.ErrLocked)
 }
