@@ -3,6 +3,8 @@
 #  1. the Dockerfile's build stage invokes scripts/build.sh (so the line CI
 #     runs is the line the image runs);
 #  2. scripts/build.sh builds, and the binary reports the stamped version;
+#     a plain `go build` (no stamp) reports the commit it was built from,
+#     not "dev" (internal/buildinfo);
 #  3. the binary is static (CGO_ENABLED=0, no dynamic loader);
 #  4. deploy/prometheus/alerts.yaml passes `promtool check rules` and its
 #     unit tests (alerts.test.yaml) when promtool is installed (optional:
@@ -27,6 +29,20 @@ VERSION=ci-test scripts/build.sh "$out/reconciler"
 echo "== version stamp"
 got="$("$out/reconciler" version)"
 [ "$got" = "reconciler ci-test" ] || fail "reconciler version printed \"$got\", want \"reconciler ci-test\""
+
+echo "== unstamped build: version from the build info"
+# -buildvcs=true: a GOFLAGS=-buildvcs=false in the environment would leave
+# no revision to print. Outside a git checkout there is none to check.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  CGO_ENABLED=0 go build -buildvcs=true -o "$out/unstamped" ./cmd/reconciler
+  got="$("$out/unstamped" version)"
+  rev="$(git rev-parse HEAD | cut -c1-12)"
+  [[ "$got" =~ ^reconciler\ devel\ \($rev(,\ dirty)?,\ go[0-9][^\)]*\)$ ]] \
+    || fail "an unstamped go build printed \"$got\", want \"reconciler devel ($rev[, dirty], goX)\""
+  echo "$got"
+else
+  echo "not a git checkout: skipping"
+fi
 
 echo "== static binary"
 go version -m "$out/reconciler" | grep -Eq '^[[:space:]]+build[[:space:]]+CGO_ENABLED=0$' \

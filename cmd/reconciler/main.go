@@ -17,6 +17,7 @@ import (
 	_ "time/tzdata" // the container has no zoneinfo; CRON_TZ and serve.time_zone need it
 
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/internal/buildinfo"
 	"github.com/reconciler/reconciler/internal/profiling"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/runner"
@@ -94,7 +95,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	case "config":
 		err = cmdConfig(args[1:], stdout, stderr, getenv)
 	case "version", "--version":
-		fmt.Fprintf(stdout, "reconciler %s\n", version)
+		fmt.Fprintf(stdout, "reconciler %s\n", buildinfo.Version(version))
 		return exitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/internal/buildinfo"
 	"github.com/reconciler/reconciler/internal/profiling"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
@@ -142,7 +143,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		os.Exit(exitFailed)
 	}()
 
-	m := metrics.NewWith(metrics.Options{Version: version, DB: db, Runs: st, Log: log})
+	m := metrics.NewWith(metrics.Options{Version: buildinfo.Version(version), DB: db, Runs: st, Log: log})
 	svc.DB, svc.Store, svc.Hooks = db, st, runner.Observe(m, runner.Notifier(cfg, db, st, m, log))
 	req := runner.Request{Since: since, Until: until, DryRun: f.dryRun, Mode: f.mode, Repair: f.repair, Trigger: f.trigger, TriggeredBy: triggeredBy(getenv)}
 	if isTerminal(stderr) {

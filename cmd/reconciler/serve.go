@@ -9,6 +9,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/internal/buildinfo"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/runner"
@@ -58,7 +59,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			providers = append(providers, j.Provider)
 		}
 	}
-	m := metrics.NewWith(metrics.Options{Version: version, DB: db, Runs: st, Log: log})
+	m := metrics.NewWith(metrics.Options{Version: buildinfo.Version(version), DB: db, Runs: st, Log: log})
 	m.Watch(ctx, runner.MetricKeys(jobs)) // the gauges the alerts read, from the database, before any run
 	hooks := runner.Observe(m, runner.Notifier(cfg, db, st, m, log))
 	hooks.OnStart = func(j runner.Job, _ int64) func() { return m.Started(j.Provider, j.Account) }
