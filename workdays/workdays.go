@@ -4,16 +4,19 @@
 // Bacs Direct Debit stuck thresholds are configured in working days, so a
 // payment submitted on a Friday is not reported stuck on the following Monday.
 // All calendar arithmetic is done on the Europe/London calendar date of an
-// instant; the holiday list is data (holidays_england_wales.txt, embedded) and
-// can be replaced at run time with Load, without a code change.
+// instant.
 //
-// Dates outside the years the holiday list covers (see Calendar.Covers) are
-// treated as having no bank holidays: only weekends are excluded there.
+// The bank holidays are computed from the rules (github.com/rickar/cal/v2/gb:
+// New Year's Day, Good Friday, Easter Monday, the May, spring and summer bank
+// holidays, Christmas and Boxing Day, with their substitute days), so no list
+// runs out. One-off holidays proclaimed later than that library's release (a
+// coronation, a jubilee) are not known to it: a list loaded with Load (the
+// config key providers.gocardless.holidays_file) replaces the computed days
+// for every year it names.
 package workdays
 
 import (
 	"bufio"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -23,10 +26,9 @@ import (
 	"time"
 	_ "time/tzdata" // Europe/London must resolve in a scratch container.
 	"unicode"
-)
 
-//go:embed holidays_england_wales.txt
-var embeddedHolidays string
+	"github.com/rickar/cal/v2/gb"
+)
 
 // london is the Europe/London location all calendar dates are taken in.
 var london = mustLoadLondon()
@@ -63,33 +65,53 @@ func londonDay(t time.Time) day {
 }
 
 // Calendar knows which days are working days: every Monday to Friday that is
-// not in its holiday list. A Calendar is immutable and safe for concurrent use.
+// not a bank holiday. A Calendar is immutable and safe for concurrent use.
 // The zero Calendar has no holidays (weekends only).
 type Calendar struct {
-	holidays    map[day]struct{}
+	holidays    map[day]struct{} // a loaded list: these are the holidays of the years first..last
 	first, last int
+	rules       bool // other years' holidays are the England and Wales rules'
 }
 
-var embedded = sync.OnceValue(func() *Calendar {
-	c, err := Parse(strings.NewReader(embeddedHolidays))
-	if err != nil {
-		panic("workdays: embedded holidays_england_wales.txt: " + err.Error())
+// englandAndWales is the computed calendar.
+var englandAndWales = &Calendar{rules: true}
+
+// EnglandAndWales returns the England and Wales calendar, computed from the
+// rules for every year. The returned Calendar is shared and must be treated
+// as read-only (it has no mutating methods).
+func EnglandAndWales() *Calendar { return englandAndWales }
+
+// ruleYears caches the computed holidays of a year (map[day]struct{}).
+var ruleYears sync.Map
+
+// ruleHolidays are the England and Wales bank holidays of year y: the day
+// each is taken off (a substitute day when it falls on a weekend).
+func ruleHolidays(y int) map[day]struct{} {
+	if m, ok := ruleYears.Load(y); ok {
+		return m.(map[day]struct{})
 	}
-	return c
-})
+	m := make(map[day]struct{}, len(gb.Holidays))
+	for _, h := range gb.Holidays {
+		if _, observed := h.Calc(y); !observed.IsZero() {
+			yy, mm, dd := observed.Date()
+			m[dayOf(yy, mm, dd)] = struct{}{}
+		}
+	}
+	ruleYears.Store(y, m)
+	return m
+}
 
-// EnglandAndWales returns the calendar with the embedded holiday list
-// (holidays_england_wales.txt via go:embed). The returned Calendar is shared
-// and must be treated as read-only (it has no mutating methods).
-func EnglandAndWales() *Calendar { return embedded() }
-
-// Parse reads a holiday list: one ISO date (2026-12-25) per line, optional
-// text after whitespace or '#' (the holiday's name), blank lines and '#'
-// comment lines ignored. Errors name the line number and the bad text. A list
-// with no dates at all is an error, so an emptied file is not silently taken
-// to mean "no bank holidays". Duplicate dates are allowed.
+// Parse reads a holiday list. The calendar it returns has the listed
+// holidays in the years from the list's first to its last, and the computed
+// England and Wales holidays in other years, so that a list that ends does
+// not turn the bank holidays after it into working days. One ISO date
+// (2026-12-25) per line, optional text after whitespace or '#' (the
+// holiday's name), blank lines and '#' comment lines ignored. Errors name the
+// line number and the bad text. A list with no dates at all is an error, so
+// an emptied file is not silently taken to mean "no bank holidays".
+// Duplicate dates are allowed.
 func Parse(r io.Reader) (*Calendar, error) {
-	c := &Calendar{holidays: make(map[day]struct{})}
+	c := &Calendar{holidays: make(map[day]struct{}), rules: true}
 	sc := bufio.NewScanner(r)
 	line := 0
 	for sc.Scan() {
@@ -128,7 +150,7 @@ func Parse(r io.Reader) (*Calendar, error) {
 }
 
 // Load reads a holiday list from a file (a mounted ConfigMap can replace the
-// embedded list). The format is that of Parse; errors include the path.
+// computed holidays of the years it lists). The format is that of Parse; errors include the path.
 func Load(path string) (*Calendar, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -142,8 +164,9 @@ func Load(path string) (*Calendar, error) {
 	return c, nil
 }
 
-// Covers returns the first and last year the holiday list has any date for (a
-// caller can warn when "now" is past it). It returns 0, 0 for the zero Calendar.
+// Covers returns the first and last year of a loaded holiday list, the years
+// in which the list replaces the computed holidays. It returns 0, 0 for
+// EnglandAndWales (computed for every year) and for the zero Calendar.
 func (c *Calendar) Covers() (first, last int) {
 	return c.first, c.last
 }
@@ -153,8 +176,14 @@ func (c *Calendar) working(d day) bool {
 	case time.Saturday, time.Sunday:
 		return false
 	}
-	_, hol := c.holidays[d]
-	return !hol
+	if y, _, _ := d.date(); c.holidays != nil && y >= c.first && y <= c.last {
+		_, hol := c.holidays[d]
+		return !hol
+	} else if c.rules {
+		_, hol := ruleHolidays(y)[d]
+		return !hol
+	}
+	return true
 }
 
 // IsWorkingDay reports whether the calendar date of t in the Europe/London

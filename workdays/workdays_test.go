@@ -1,6 +1,7 @@
 package workdays
 
 import (
+	_ "embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,12 @@ import (
 )
 
 var ldn = mustLoadLondon()
+
+// embeddedHolidays is the list this package embedded until it computed the
+// holidays: 2024-2028 as GOV.UK published them (for the years published).
+//
+//go:embed testdata/holidays_england_wales_2024_2028.txt
+var embeddedHolidays string
 
 // at returns a London wall-clock time.
 func at(y int, m time.Month, d, h, mi int) time.Time {
@@ -201,8 +208,11 @@ func TestIsWorkingDay(t *testing.T) {
 		// Sat 2026-08-29 23:30 UTC is Sun 00:30 BST; Mon 31 Aug is a holiday.
 		{"UTC Sunday 23:30 is London bank holiday Monday", time.Date(2026, 8, 30, 23, 30, 0, 0, time.UTC), false},
 		{"UTC Friday 23:30 is London Saturday", time.Date(2026, 7, 3, 23, 30, 0, 0, time.UTC), false},
-		{"outside coverage weekday", date(2031, 12, 25), true},
-		{"outside coverage weekend", date(2031, 12, 27), false},
+		{"computed: 2029 New Year's Day", date(2029, 1, 1), false},
+		{"computed: 2029 Good Friday", date(2029, 3, 30), false},
+		{"computed: Christmas 2031", date(2031, 12, 25), false},
+		{"computed: a weekday", date(2031, 12, 24), true},
+		{"computed: a weekend", date(2031, 12, 27), false},
 	} {
 		if got := cal.IsWorkingDay(tc.t); got != tc.want {
 			t.Errorf("%s: IsWorkingDay(%s) = %v, want %v", tc.name, tc.t, got, tc.want)
@@ -437,9 +447,10 @@ func TestLoad(t *testing.T) {
 	if cal.IsWorkingDay(date(2029, 1, 1)) || !cal.IsWorkingDay(date(2029, 1, 2)) {
 		t.Error("loaded calendar has wrong holidays")
 	}
-	// Loaded list replaces, not extends, the embedded one.
-	if !cal.IsWorkingDay(date(2026, 12, 28)) {
-		t.Error("loaded calendar still has embedded holidays")
+	// The loaded list replaces, not extends, the computed holidays of its
+	// years: Good Friday 2029 is not listed.
+	if !cal.IsWorkingDay(date(2029, 3, 30)) {
+		t.Error("loaded calendar still has computed holidays in the years it lists")
 	}
 
 	bad := filepath.Join(dir, "bad.txt")
@@ -455,8 +466,8 @@ func TestLoad(t *testing.T) {
 }
 
 func TestCovers(t *testing.T) {
-	if f, l := EnglandAndWales().Covers(); f != 2024 || l != 2028 {
-		t.Errorf("EnglandAndWales().Covers() = %d, %d, want 2024, 2028", f, l)
+	if f, l := EnglandAndWales().Covers(); f != 0 || l != 0 {
+		t.Errorf("EnglandAndWales().Covers() = %d, %d, want 0, 0 (computed, no list)", f, l)
 	}
 	var zero Calendar
 	if f, l := zero.Covers(); f != 0 || l != 0 {
@@ -466,6 +477,73 @@ func TestCovers(t *testing.T) {
 		t.Error("zero Calendar should exclude weekends only")
 	}
 	if a, b := EnglandAndWales(), EnglandAndWales(); a != b {
-		t.Error("EnglandAndWales should parse the embedded list once")
+		t.Error("EnglandAndWales should be one shared calendar")
+	}
+}
+
+// The computed calendar gives every day of 2024-2028 the status the list
+// embedded until issue 19 gave it (substitute days included: 2026-12-28,
+// 2027-12-27/28, 2028-01-03), and nothing else is a holiday.
+func TestComputedMatchesEmbeddedList(t *testing.T) {
+	list, err := Parse(strings.NewReader(embeddedHolidays))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := EnglandAndWales()
+	holidays := 0
+	for d := date(2024, 1, 1); d.Year() <= 2028; d = d.AddDate(0, 0, 1) {
+		if got, want := cal.IsWorkingDay(d), list.IsWorkingDay(d); got != want {
+			t.Errorf("%s (%s): computed working day %v, the list says %v", d.Format(time.DateOnly), d.Weekday(), got, want)
+		}
+		if wd := d.Weekday(); !cal.IsWorkingDay(d) && wd != time.Saturday && wd != time.Sunday {
+			holidays++
+		}
+	}
+	if holidays != 5*8 {
+		t.Errorf("computed %d weekday holidays in 2024-2028, want 40", holidays)
+	}
+}
+
+// After the list's last year the holidays go on: every year to 2060 has the
+// eight holidays the rules of this test give (expectedHolidays: no one-off
+// holiday known after 2023), on weekdays. GOV.UK publishes about two years
+// ahead; 2029 and later could not be checked against a published list.
+func TestComputedYearsAfterTheList(t *testing.T) {
+	cal := EnglandAndWales()
+	for y := 2029; y <= 2060; y++ {
+		want := map[string]bool{}
+		for _, d := range expectedHolidays(y) {
+			want[d.Format(time.DateOnly)] = true
+		}
+		for d := date(y, 1, 1); d.Year() == y; d = d.AddDate(0, 0, 1) {
+			wd := d.Weekday()
+			if weekday := wd != time.Saturday && wd != time.Sunday; cal.IsWorkingDay(d) != (weekday && !want[d.Format(time.DateOnly)]) {
+				t.Errorf("%s (%s): working day %v", d.Format(time.DateOnly), wd, cal.IsWorkingDay(d))
+			}
+		}
+	}
+}
+
+// A loaded list replaces the computed holidays of the years it names, and
+// only those: after its last year the computed ones apply.
+func TestLoadedListReplacesItsYears(t *testing.T) {
+	cal, err := Parse(strings.NewReader("2029-01-01\n2029-06-04 a one-off holiday\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		t    time.Time
+		want bool
+	}{
+		{"listed", date(2029, 1, 1), false},
+		{"listed one-off", date(2029, 6, 4), false},
+		{"not listed in a listed year (Good Friday 2029)", date(2029, 3, 30), true},
+		{"after the list: computed (New Year's Day 2030)", date(2030, 1, 1), false},
+		{"before the list: computed (Christmas 2028)", date(2028, 12, 25), false},
+	} {
+		if got := cal.IsWorkingDay(tc.t); got != tc.want {
+			t.Errorf("%s: IsWorkingDay(%s) = %v, want %v", tc.name, tc.t.Format(time.DateOnly), got, tc.want)
+		}
 	}
 }
