@@ -3,6 +3,7 @@ module github.com/reconciler/reconciler
 go 1.26.0
 
 require (
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/glebarez/sqlite v1.11.0
 	github.com/gofrs/flock v0.13.2
 	github.com/jackc/pgx/v5 v5.10.0
@@ -13,6 +14,7 @@ require (
 	github.com/stripe/stripe-go/v76 v76.25.0
 	github.com/valyala/fastjson v1.6.4
 	golang.org/x/net v0.59.0
+	golang.org/x/time v0.16.0
 	gopkg.in/yaml.v3 v3.0.1
 	gorm.io/driver/postgres v1.6.3
 	gorm.io/gorm v1.31.2

@@ -201,7 +201,8 @@ type GoCardless struct {
 	APIBase           string   `yaml:"api_base"` // GOCARDLESS_API_BASE overrides; default from the token (sandbox_… → sandbox)
 	RequestsPerSecond float64  `yaml:"requests_per_second"`
 	MaxRetries        int      `yaml:"max_retries"`
-	Timeout           Duration `yaml:"timeout"`
+	Timeout           Duration `yaml:"timeout"`          // one attempt of a request
+	RequestDeadline   Duration `yaml:"request_deadline"` // a request: every attempt and wait
 	// StuckAfterWorkingDays is the stuck-payment threshold in UK working
 	// days (weekends and England and Wales bank holidays excluded).
 	StuckAfterWorkingDays int `yaml:"stuck_after_working_days"`
@@ -232,8 +233,9 @@ type Stripe struct {
 	APIBase           string   `yaml:"api_base"` // STRIPE_API_BASE overrides it
 	RequestsPerSecond float64  `yaml:"requests_per_second"`
 	MaxRetries        int      `yaml:"max_retries"`
-	Timeout           Duration `yaml:"timeout"`
-	Accounts          []string `yaml:"accounts"` // connected accounts; "" is the platform
+	Timeout           Duration `yaml:"timeout"`          // one attempt of a request
+	RequestDeadline   Duration `yaml:"request_deadline"` // a request: every attempt and wait
+	Accounts          []string `yaml:"accounts"`         // connected accounts; "" is the platform
 
 	apiKey string
 }
@@ -283,12 +285,12 @@ func Default() Config {
 		Providers: Providers{
 			Stripe: Stripe{
 				APIBase: stripe.DefaultBaseURL, RequestsPerSecond: stripe.DefaultRequestsPerSecond, MaxRetries: stripe.DefaultMaxRetries,
-				Timeout: Duration(stripe.DefaultTimeout), Accounts: []string{""},
+				Timeout: Duration(stripe.DefaultTimeout), RequestDeadline: Duration(stripe.DefaultRequestDeadline), Accounts: []string{""},
 			},
 			// APIBase stays empty: the provider picks live or sandbox from the token.
 			GoCardless: GoCardless{
 				RequestsPerSecond: gocardless.DefaultRequestsPerSecond, MaxRetries: gocardless.DefaultMaxRetries,
-				Timeout: Duration(gocardless.DefaultTimeout), StuckAfterWorkingDays: 5,
+				Timeout: Duration(gocardless.DefaultTimeout), RequestDeadline: Duration(gocardless.DefaultRequestDeadline), StuckAfterWorkingDays: 5,
 			},
 		},
 	}
@@ -648,9 +650,11 @@ func (c Config) Validate() error {
 		{"providers.stripe.requests_per_second", s.RequestsPerSecond},
 		{"providers.stripe.max_retries", float64(s.MaxRetries)},
 		{"providers.stripe.timeout", float64(s.Timeout)},
+		{"providers.stripe.request_deadline", float64(s.RequestDeadline)},
 		{"providers.gocardless.requests_per_second", g.RequestsPerSecond},
 		{"providers.gocardless.max_retries", float64(g.MaxRetries)},
 		{"providers.gocardless.timeout", float64(g.Timeout)},
+		{"providers.gocardless.request_deadline", float64(g.RequestDeadline)},
 		{"providers.gocardless.stuck_after_working_days", float64(g.StuckAfterWorkingDays)},
 		{"providers.gocardless.event_retention", float64(g.EventRetention)},
 		{"notify.report_link_ttl", float64(c.Notify.ReportLinkTTL)},

@@ -529,9 +529,9 @@ func TestDefaultValues(t *testing.T) {
 	assert.Equal(t, Run{Window: Duration(24 * time.Hour), Overlap: Duration(time.Hour), BatchSize: 1000,
 		StuckAfter: Duration(72 * time.Hour), StuckLimit: 100, ShutdownGrace: Duration(25 * time.Second)}, c.Run)
 	assert.Equal(t, Stripe{APIBase: "https://api.stripe.com", RequestsPerSecond: 20, MaxRetries: 8,
-		Timeout: Duration(30 * time.Second), Accounts: []string{""}}, c.Providers.Stripe)
+		Timeout: Duration(30 * time.Second), RequestDeadline: Duration(3 * time.Minute), Accounts: []string{""}}, c.Providers.Stripe)
 	assert.Equal(t, GoCardless{RequestsPerSecond: 10, MaxRetries: 8, Timeout: Duration(30 * time.Second),
-		StuckAfterWorkingDays: 5}, c.Providers.GoCardless)
+		RequestDeadline: Duration(3 * time.Minute), StuckAfterWorkingDays: 5}, c.Providers.GoCardless)
 	assert.Equal(t, Database{MaxOpenConns: 10, AutoMigrate: true, SQLitePath: "reconciler.db"}, c.Database)
 	assert.Equal(t, Log{Level: "info", Format: "auto"}, c.Log)
 	assert.Equal(t, Serve{Schedule: "30 2 * * *", TimeZone: "UTC", HTTPAddr: ":8080"}, c.Serve)

@@ -26,6 +26,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/acks"
+	"github.com/reconciler/reconciler/internal/retry"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/store"
@@ -235,16 +236,31 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
+// The Pushgateway push's retry policy (internal/retry, the one every
+// outbound call follows): each PUT or POST bounded by PushAttemptTimeout,
+// retried on 5xx, 429 and network errors with backoff and jitter (at least
+// a Retry-After), all of it within PushDeadline, which leaves room in the
+// shutdown grace of a CronJob's run.
+const (
+	PushMaxRetries     = 3
+	PushAttemptTimeout = 5 * time.Second
+	PushDeadline       = 15 * time.Second
+)
+
 // Push replaces this job's metrics on a Pushgateway (job "reconciler",
 // grouped by instance so several CronJob pods do not overwrite each other
 // when given distinct instances). A process that observed no non-dry run
 // (only dry runs, or none: every lock held) adds its metrics instead of
 // replacing the group, so that the gauges the alerts read, pushed by the
-// last real run, stay as they were.
+// last real run, stay as they were. Both are idempotent (the same body
+// pushed twice leaves the group as once), so both are retried.
 func (m *Metrics) Push(ctx context.Context, url, instance string) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	p := push.New(url, "reconciler").Gatherer(m.reg)
+	return m.push(ctx, url, instance, retry.Policy{MaxRetries: PushMaxRetries, AttemptTimeout: PushAttemptTimeout, Deadline: PushDeadline})
+}
+
+func (m *Metrics) push(ctx context.Context, url, instance string, policy retry.Policy) error {
+	client := &http.Client{Transport: &retry.Transport{Policy: policy, Methods: []string{http.MethodPut, http.MethodPost}}}
+	p := push.New(url, "reconciler").Gatherer(m.reg).Client(client)
 	if instance != "" {
 		p = p.Grouping("instance", instance)
 	}

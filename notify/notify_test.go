@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/internal/pgtest"
+	"github.com/reconciler/reconciler/internal/retry"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/report"
 )
@@ -180,7 +181,11 @@ func TestDeliverRetriesServerErrors(t *testing.T) {
 	assert.Equal(t, 3, calls)
 	assert.Equal(t, 1, accepted, "one message received")
 	// Exponential backoff after the 500, then the 429's Retry-After.
-	assert.Equal(t, []time.Duration{BackoffBase, 7 * time.Second}, sl.all())
+	// The shared policy's jitter: ±50% around the base.
+	waits := sl.all()
+	require.Len(t, waits, 2)
+	assert.InDelta(t, float64(BackoffBase), float64(waits[0]), float64(BackoffBase/2)+1)
+	assert.Equal(t, 7*time.Second, waits[1])
 	n := rows(t, db.DB, rr.ID)
 	require.Len(t, n, 1)
 	assert.Equal(t, StatusSent, n[0].Status)
@@ -311,7 +316,10 @@ func TestDeliverAttemptsBoundedAcrossCalls(t *testing.T) {
 	assert.False(t, sent)
 	calls, _ := rc.counts()
 	assert.Equal(t, 3, calls)
-	assert.Equal(t, []time.Duration{BackoffBase, 2 * BackoffBase}, sl.all())
+	waits := sl.all()
+	require.Len(t, waits, 2)
+	assert.InDelta(t, float64(BackoffBase), float64(waits[0]), float64(BackoffBase/2)+1)
+	assert.InDelta(t, float64(2*BackoffBase), float64(waits[1]), float64(BackoffBase)+1)
 	n := rows(t, db.DB, rr.ID)
 	assert.Equal(t, StatusFailed, n[0].Status)
 	assert.Equal(t, 3, n[0].Attempts)
@@ -569,4 +577,43 @@ func TestDeliverOnTheEmbeddedStore(t *testing.T) {
 	assert.Equal(t, 2, n[0].Attempts)
 	assert.NotNil(t, n[0].SentAt)
 	assert.Nil(t, n[0].LastError)
+}
+
+// The chat path follows the one retry policy (internal/retry): a 429's
+// Retry-After as an HTTP date is honoured, and a receiver that keeps
+// failing is given up on after MaxAttempts POSTs with an error naming the
+// last answer, never the URL.
+func TestDeliverRetriesByTheSharedPolicy(t *testing.T) {
+	db := pgtest.New(t)
+	rr := newRun(t, db.DB)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", time.Now().Add(30*time.Second).UTC().Format(http.TimeFormat))
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	var sl sleeps
+	s := &Slack{URL: srv.URL + secretPath, Sleep: sl.sleep}
+	sent, err := s.Deliver(context.Background(), db.DB, rr)
+	require.NoError(t, err)
+	assert.True(t, sent)
+	waits := sl.all()
+	require.Len(t, waits, 1)
+	assert.InDelta(t, float64(30*time.Second), float64(waits[0]), float64(2*time.Second), "Retry-After as an HTTP date")
+
+	rr2 := newRun(t, db.DB)
+	rc := newReceiver(t, 503)
+	s = &Slack{URL: rc.url(), Sleep: sl.sleep, MaxAttempts: 3}
+	_, err = s.Deliver(context.Background(), db.DB, rr2)
+	require.ErrorIs(t, err, retry.ErrExhausted)
+	assert.Contains(t, err.Error(), "gave up after 3 attempts")
+	assert.Contains(t, err.Error(), "last answer HTTP 503 Service Unavailable: slack answered 503 error for [redacted]")
+	assert.NotContains(t, err.Error(), "SECRETxyz")
+	calls2, _ := rc.counts()
+	assert.Equal(t, 3, calls2)
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -17,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/internal/retry"
 	"github.com/reconciler/reconciler/report"
 	"github.com/reconciler/reconciler/store"
 )
@@ -25,15 +25,21 @@ import (
 const (
 	DefaultChannel     = "slack"
 	DefaultMaxAttempts = 5
-	DefaultTimeout     = 10 * time.Second
+	// DefaultTimeout bounds one POST (an attempt), unless Client has a
+	// Timeout of its own.
+	DefaultTimeout = 10 * time.Second
+	// DefaultDeadline bounds one delivery: every POST of it and the waits
+	// between them.
+	DefaultDeadline = 2 * time.Minute
 )
 
-// Backoff bounds: the wait before retry n is BackoffBase·2^(n-1), at most
-// BackoffMax; a 429's Retry-After is honoured up to RetryAfterMax.
+// Backoff bounds of the shared retry policy (internal/retry): the wait
+// before retry n is about BackoffBase·2^(n-1), ±50% jitter, at most
+// BackoffMax·1.5, and at least a 429's Retry-After (seconds or an HTTP
+// date) as long as it fits in DefaultDeadline.
 const (
-	BackoffBase   = time.Second
-	BackoffMax    = 30 * time.Second
-	RetryAfterMax = time.Minute
+	BackoffBase = time.Second
+	BackoffMax  = 30 * time.Second
 )
 
 // Statuses of a sent_notifications row.
@@ -60,7 +66,8 @@ type Slack struct {
 	URL string
 	// Channel is the sent_notifications channel name, default "slack".
 	Channel string
-	// Client posts the message; default: a 10s timeout, redirects not followed.
+	// Client posts each attempt; default: redirects not followed (each
+	// attempt is bounded by DefaultTimeout all the same).
 	Client *http.Client
 	// MaxAttempts is the total POSTs allowed per (run, channel), default 5.
 	MaxAttempts int
@@ -91,7 +98,6 @@ func (s *Slack) client() *http.Client {
 		return s.Client
 	}
 	return &http.Client{
-		Timeout:       DefaultTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
@@ -101,20 +107,6 @@ func (s *Slack) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return s.Log
-}
-
-func (s *Slack) sleep(ctx context.Context, d time.Duration) error {
-	if s.Sleep != nil {
-		return s.Sleep(ctx, d)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Deliver sends the run's summary at most once per (run, channel), even
@@ -234,57 +226,72 @@ func (s *Slack) Post(ctx context.Context, st store.Notifications, r report.RunRe
 	return Outcome{Sent: true}, nil
 }
 
-// post makes up to n POSTs, backing off between retryable failures, and
-// returns how many it made. prior and maxA only label log lines.
+// post makes up to n POSTs by the shared retry policy (internal/retry:
+// 5xx, 429 and network errors are retried with backoff and jitter,
+// honouring Retry-After; other 4xx are not) and returns how many it made.
+// prior and maxA only label log lines.
 func (s *Slack) post(ctx context.Context, body []byte, n, prior, maxA int, log *slog.Logger) (int, error) {
-	client := s.client()
-	for tries := 1; ; tries++ {
-		retry, wait, err := s.try(ctx, client, body)
-		if err == nil {
-			return tries, nil
-		}
-		retry = retry && tries < n && ctx.Err() == nil
-		log.Warn("run summary delivery attempt failed", "attempt", prior+tries, "max_attempts", maxA,
-			"error", err.Error(), "will_retry", retry)
-		if !retry {
-			return tries, err
-		}
-		if wait <= 0 {
-			wait = backoff(tries)
-		}
-		if serr := s.sleep(ctx, wait); serr != nil {
-			return tries, fmt.Errorf("%w (stopped waiting to retry: %w)", err, serr)
-		}
-	}
-}
-
-// try makes one POST and says whether a failure is worth retrying and, for
-// a 429 with Retry-After, how long to wait.
-func (s *Slack) try(ctx context.Context, client *http.Client, body []byte) (retry bool, wait time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
 	if err != nil {
 		// The parse error quotes the URL: say only that it is invalid.
-		return false, 0, errors.New("invalid webhook URL")
+		return 1, errors.New("invalid webhook URL")
 	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	resp, err := client.Do(req)
+	client := s.client()
+	policy := retry.Policy{MaxRetries: n - 1, AttemptTimeout: DefaultTimeout, Deadline: DefaultDeadline,
+		MinBackoff: BackoffBase, MaxBackoff: BackoffMax, Sleep: s.Sleep}
+	if client.Timeout > 0 {
+		policy.AttemptTimeout = 0 // the client's own bounds each POST
+	}
+	tries, described := 0, false
+	hooks := retry.Hooks{
+		Describe: func(resp *http.Response) string {
+			described = true
+			return fmt.Sprintf("slack answered %d %s", resp.StatusCode, s.snippet(resp))
+		},
+		Observe: func(a retry.Attempt, resp *http.Response) {
+			tries = a.N
+			if a.Err == nil && (a.Status < 300 || !described) {
+				return // a success, or an answer post reads itself below
+			}
+			described = false
+			msg := ""
+			if a.Err != nil {
+				msg = a.Err.Error()
+			} else {
+				msg = a.Detail
+			}
+			log.Warn("run summary delivery attempt failed", "attempt", prior+a.N, "max_attempts", maxA,
+				"error", msg, "will_retry", a.Retry)
+		},
+	}
+	resp, err := policy.Do(req, "", func(r *http.Request) (*http.Response, error) {
+		resp, err := client.Do(r)
+		if err != nil {
+			return nil, s.netError(err)
+		}
+		return resp, nil
+	}, hooks)
 	if err != nil {
-		return true, 0, s.netError(err)
+		return max(tries, 1), err
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return false, 0, nil
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return tries, nil
 	}
-	err = fmt.Errorf("slack answered %d %s", resp.StatusCode, s.redact(printable(string(snippet))))
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests:
-		return true, retryAfter(resp.Header.Get("Retry-After")), err
-	case resp.StatusCode >= 500:
-		return true, 0, err
-	}
-	return false, 0, err
+	err = fmt.Errorf("slack answered %d %s", resp.StatusCode, s.snippet(resp))
+	log.Warn("run summary delivery attempt failed", "attempt", prior+tries, "max_attempts", maxA,
+		"error", err.Error(), "will_retry", false)
+	return tries, err
+}
+
+// snippet is the start of an answer's body as one line of printable
+// text, the webhook URL redacted; the rest of the body is drained.
+func (s *Slack) snippet(resp *http.Response) string {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return s.redact(printable(string(b)))
 }
 
 // redactedError is a transport error with the request URL removed; it
@@ -320,32 +327,6 @@ func (s *Slack) redact(msg string) string {
 		}
 	}
 	return msg
-}
-
-func backoff(n int) time.Duration {
-	d := BackoffBase
-	for i := 1; i < n && d < BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, BackoffMax)
-}
-
-// retryAfter reads a Retry-After header (seconds or an HTTP date); 0 when
-// absent or unreadable, at most RetryAfterMax.
-func retryAfter(h string) time.Duration {
-	if h == "" {
-		return 0
-	}
-	var d time.Duration
-	if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && n > 0 {
-		d = time.Duration(n) * time.Second
-	} else if t, err := http.ParseTime(h); err == nil {
-		d = time.Until(t)
-	}
-	if d <= 0 {
-		return 0
-	}
-	return min(d, RetryAfterMax)
 }
 
 // printable keeps a response body snippet to one line of printable text.

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reconciler/reconciler/internal/retry"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/transport"
 	"github.com/reconciler/reconciler/reconcile"
@@ -44,8 +45,12 @@ const (
 	DefaultRequestsPerSecond = 10
 	// DefaultMaxRetries is how often one request is retried on 429 or 5xx.
 	DefaultMaxRetries = 8
-	// DefaultTimeout bounds one HTTP request.
-	DefaultTimeout = 30 * time.Second
+	// DefaultTimeout bounds one attempt of an HTTP request (connecting,
+	// the answer's headers, reading its body).
+	DefaultTimeout = transport.DefaultTimeout
+	// DefaultRequestDeadline bounds one request: all its attempts and the
+	// waits between them.
+	DefaultRequestDeadline = transport.DefaultDeadline
 )
 
 // Config configures the GoCardless provider.
@@ -53,14 +58,17 @@ type Config struct {
 	AccessToken       string        // GOCARDLESS_ACCESS_TOKEN; never logged
 	BaseURL           string        // GOCARDLESS_API_BASE; default from the token (sandbox_… → sandbox)
 	RequestsPerSecond float64       // pacing budget; 0 = unpaced (config: DefaultRequestsPerSecond)
-	MaxRetries        int           // retries of one request on 429/5xx; 0 = none (config: DefaultMaxRetries)
-	Timeout           time.Duration // per HTTP request; DefaultTimeout when 0
+	MaxRetries        int           // retries of one request on 429/5xx/network errors; 0 = none (config: DefaultMaxRetries)
+	Timeout           time.Duration // per attempt of an HTTP request; DefaultTimeout when 0
+	RequestDeadline   time.Duration // per request, all attempts and waits; DefaultRequestDeadline when 0
 	PageSize          int           // events per list request, at most 500
 	// Retention is how long the event log is kept; 0 when unknown, so no
 	// window is clamped.
 	Retention time.Duration
 	Logger    *slog.Logger
-	Sleep     func(ctx context.Context, d time.Duration) error
+	// Sleep and Now are the transport's clock; tests inject them.
+	Sleep func(ctx context.Context, d time.Duration) error
+	Now   func() time.Time
 }
 
 // Provider reads one GoCardless creditor.
@@ -94,20 +102,24 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.PageSize <= 0 || cfg.PageSize > 500 {
 		cfg.PageSize = 500
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	tr := transport.New(transport.Options{
 		RequestsPerSecond:  cfg.RequestsPerSecond,
 		MaxRetries:         cfg.MaxRetries,
+		Timeout:            cfg.Timeout,
+		Deadline:           cfg.RequestDeadline,
 		RateLimitRemaining: "RateLimit-Remaining",
 		RateLimitReset:     "RateLimit-Reset",
 		Sleep:              cfg.Sleep,
+		Now:                cfg.Now,
+		Describe:           describe,
 	})
-	return &Provider{c: &http.Client{Transport: tr, Timeout: cfg.Timeout}, tr: tr, base: strings.TrimRight(cfg.BaseURL, "/"),
+	// No http.Client.Timeout: it would bound every attempt and wait
+	// together and hide why they failed; the transport bounds each attempt
+	// (Timeout) and the request (RequestDeadline).
+	return &Provider{c: &http.Client{Transport: tr}, tr: tr, base: strings.TrimRight(cfg.BaseURL, "/"),
 		token: cfg.AccessToken, page: cfg.PageSize, retention: cfg.Retention, log: cfg.Logger}, nil
 }
 
@@ -190,6 +202,12 @@ func (p *Provider) get(ctx context.Context, path string, q url.Values, v any) er
 	req.Header.Set("GoCardless-Version", Version)
 	req.Header.Set("Accept", "application/json")
 	resp, err := p.c.Do(req)
+	var re *retry.Error
+	if errors.As(err, &re) {
+		// The retry policy gave up: its error names the request, the
+		// attempts and the last answer or error.
+		return fmt.Errorf("gocardless: %w", re)
+	}
 	if err != nil {
 		return fmt.Errorf("gocardless: GET %s: %w", path, redact(err, p.token))
 	}
@@ -199,29 +217,45 @@ func (p *Provider) get(ctx context.Context, path string, q url.Values, v any) er
 		return fmt.Errorf("gocardless: read %s: %w", path, err)
 	}
 	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct {
-				Message   string `json:"message"`
-				Type      string `json:"type"`
-				RequestID string `json:"request_id"`
-				Errors    []struct {
-					Reason string `json:"reason"`
-				} `json:"errors"`
-			} `json:"error"`
-		}
-		ae := &APIError{Status: resp.StatusCode}
-		if json.Unmarshal(body, &e) == nil {
-			ae.Type, ae.Message, ae.RequestID = e.Error.Type, e.Error.Message, e.Error.RequestID
-			for _, r := range e.Error.Errors {
-				ae.Reasons = append(ae.Reasons, r.Reason)
-			}
-		}
-		return ae
+		return apiError(resp.StatusCode, body)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("gocardless: decode %s: %w", path, err)
 	}
 	return nil
+}
+
+// describe words an error answer the transport gave up on as GoCardless's
+// error object says it (type, message, reasons, request id).
+func describe(resp *http.Response) string {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	ae := apiError(resp.StatusCode, body)
+	if ae.Type == "" && ae.Message == "" && ae.RequestID == "" {
+		return ""
+	}
+	return strings.TrimPrefix(ae.Error(), fmt.Sprintf("gocardless: HTTP %d ", ae.Status))
+}
+
+// apiError is the APIError an error answer's body describes.
+func apiError(status int, body []byte) *APIError {
+	var e struct {
+		Error struct {
+			Message   string `json:"message"`
+			Type      string `json:"type"`
+			RequestID string `json:"request_id"`
+			Errors    []struct {
+				Reason string `json:"reason"`
+			} `json:"errors"`
+		} `json:"error"`
+	}
+	ae := &APIError{Status: status}
+	if json.Unmarshal(body, &e) == nil {
+		ae.Type, ae.Message, ae.RequestID = e.Error.Type, e.Error.Message, e.Error.RequestID
+		for _, r := range e.Error.Errors {
+			ae.Reasons = append(ae.Reasons, r.Reason)
+		}
+	}
+	return ae
 }
 
 func redact(err error, token string) error {

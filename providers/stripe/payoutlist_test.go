@@ -254,7 +254,7 @@ func TestListPayoutsErrors(t *testing.T) {
 	fake.FailNext(http.StatusInternalServerError, 1)
 	err = bad.ListPayouts(context.Background(), payouts.Params{Since: now.Add(-4 * time.Hour), Until: now}, func(payouts.Payout) error { return nil })
 	require.ErrorContains(t, err, "list stripe payouts")
-	require.ErrorContains(t, err, "HTTP 500")
+	require.ErrorContains(t, err, "last answer HTTP 500 Internal Server Error")
 	require.NotContains(t, err.Error(), "SECRETKEY")
 
 	stop := errors.New("stop")

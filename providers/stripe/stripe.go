@@ -4,8 +4,10 @@ package stripe
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
 
+	"github.com/reconciler/reconciler/internal/retry"
 	"github.com/reconciler/reconciler/providers/transport"
 	"github.com/reconciler/reconciler/reconcile"
 )
@@ -42,8 +45,12 @@ const (
 	DefaultRequestsPerSecond = 20
 	// DefaultMaxRetries is how often one request is retried on 429 or 5xx.
 	DefaultMaxRetries = 8
-	// DefaultTimeout bounds one HTTP request.
-	DefaultTimeout = 30 * time.Second
+	// DefaultTimeout bounds one attempt of an HTTP request (connecting,
+	// the answer's headers, reading its body).
+	DefaultTimeout = transport.DefaultTimeout
+	// DefaultRequestDeadline bounds one request: all its attempts and the
+	// waits between them.
+	DefaultRequestDeadline = transport.DefaultDeadline
 )
 
 // EventTypes are the event types the mapping reads: at most 20, so one
@@ -82,12 +89,14 @@ type Config struct {
 	APIKey            string        // secret or restricted key; never logged
 	BaseURL           string        // DefaultBaseURL when empty; STRIPE_API_BASE
 	RequestsPerSecond float64       // pacing budget; 0 = unpaced (config: DefaultRequestsPerSecond)
-	MaxRetries        int           // retries of one request on 429/5xx; 0 = none (config: DefaultMaxRetries)
-	Timeout           time.Duration // per HTTP request; DefaultTimeout when 0
+	MaxRetries        int           // retries of one request on 429/5xx/network errors; 0 = none (config: DefaultMaxRetries)
+	Timeout           time.Duration // per attempt of an HTTP request; DefaultTimeout when 0
+	RequestDeadline   time.Duration // per request, all attempts and waits; DefaultRequestDeadline when 0
 	PageSize          int64         // events per list request, at most 100
 	Logger            *slog.Logger
 	// Sleep and Now are injected into the transport by tests.
 	Sleep func(ctx context.Context, d time.Duration) error
+	Now   func() time.Time
 	// Transport, when set, is shared with other providers (connected
 	// accounts read concurrently share one request budget); pacing and
 	// retry options above are then ignored.
@@ -127,9 +136,6 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
 		cfg.PageSize = 100
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -137,7 +143,7 @@ func New(cfg Config) (*Provider, error) {
 	var rt http.RoundTripper = tr
 	var shared *transport.Counter
 	if tr == nil {
-		tr = NewTransport(cfg.RequestsPerSecond, cfg.MaxRetries, cfg.Sleep)
+		tr = NewTransportFor(cfg)
 		rt = tr
 	} else {
 		shared = &transport.Counter{Base: tr}
@@ -145,10 +151,13 @@ func New(cfg Config) (*Provider, error) {
 	}
 	// stripe-go retries network errors and 5xx but not rate-limit 429s, with
 	// sleeps that ignore the context; our transport does all retrying, so
-	// there is one policy and it honours cancellation.
+	// there is one policy and it honours cancellation. The client has no
+	// Timeout: it would bound every attempt and wait together, cut the
+	// retries short and hide their cause; the transport bounds each attempt
+	// and the request.
 	backend := stripego.GetBackendWithConfig(stripego.APIBackend, &stripego.BackendConfig{
 		URL:               stripego.String(cfg.BaseURL),
-		HTTPClient:        &http.Client{Transport: rt, Timeout: cfg.Timeout},
+		HTTPClient:        &http.Client{Transport: rt},
 		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
 		MaxNetworkRetries: stripego.Int64(0),
 	})
@@ -163,15 +172,51 @@ func New(cfg Config) (*Provider, error) {
 // Mode is "test" or "live", from the key.
 func (p *Provider) Mode() string { return p.mode }
 
-// NewTransport is the paced, retrying transport Stripe clients use; one can
-// be shared by several providers through Config.Transport.
+// NewTransport is the paced, retrying transport Stripe clients use, with
+// the default attempt timeout and request deadline; one can be shared by
+// several providers through Config.Transport.
 func NewTransport(rps float64, maxRetries int, sleep func(ctx context.Context, d time.Duration) error) *transport.Transport {
+	return NewTransportFor(Config{RequestsPerSecond: rps, MaxRetries: maxRetries, Sleep: sleep})
+}
+
+// NewTransportFor is NewTransport with cfg's pacing, retries, attempt
+// timeout, request deadline and clock. Stripe-Should-Retry is honoured:
+// "false" stops retrying, "true" retries whatever the status (stripe-go
+// v76.25.0 reads it the same way, stripe.go L903-911;
+// docs/providers/stripe.md, section 14).
+func NewTransportFor(cfg Config) *transport.Transport {
 	return transport.New(transport.Options{
-		RequestsPerSecond: rps,
-		MaxRetries:        maxRetries,
+		RequestsPerSecond: cfg.RequestsPerSecond,
+		MaxRetries:        cfg.MaxRetries,
+		Timeout:           cfg.Timeout,
+		Deadline:          cfg.RequestDeadline,
 		ShouldRetryHeader: "Stripe-Should-Retry",
-		Sleep:             sleep,
+		Sleep:             cfg.Sleep,
+		Now:               cfg.Now,
+		Describe:          describe,
 	})
+}
+
+// describe words an error answer the transport gave up on as Stripe's
+// error object says it (type, code, message) and its Request-Id, as
+// APIError does.
+func describe(resp *http.Response) string {
+	var e struct {
+		Error struct {
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	s := ""
+	if json.Unmarshal(body, &e) == nil && e.Error.Type != "" {
+		s = (&APIError{Status: resp.StatusCode, Type: e.Error.Type, Code: e.Error.Code, Message: e.Error.Message}).detail()
+	}
+	if id := resp.Header.Get("Request-Id"); id != "" {
+		s = strings.TrimSpace(s + " [request " + id + "]")
+	}
+	return s
 }
 
 // Name implements reconcile.Provider.
@@ -365,6 +410,13 @@ func translate(err error) error {
 	if errors.As(err, &se) {
 		return &APIError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code), Message: se.Msg, RequestID: se.RequestID}
 	}
+	// The retry policy gave up: its error names the request, the attempts,
+	// the last answer or error (http.Client's wrapper would quote the URL
+	// before it a second time).
+	var re *retry.Error
+	if errors.As(err, &re) {
+		return fmt.Errorf("stripe: %w", re)
+	}
 	// stripe-go quotes part of an undecodable body, which may carry
 	// customer data: never let it reach logs or the run record.
 	if msg := err.Error(); strings.Contains(msg, "body sample:") {
@@ -387,15 +439,21 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	s := fmt.Sprintf("stripe: HTTP %d %s", e.Status, e.Type)
+	s := fmt.Sprintf("stripe: HTTP %d %s", e.Status, e.detail())
+	if e.RequestID != "" {
+		s += " [request " + e.RequestID + "]"
+	}
+	return s
+}
+
+// detail is the error's type, code and message.
+func (e *APIError) detail() string {
+	s := e.Type
 	if e.Code != "" {
 		s += " (" + e.Code + ")"
 	}
 	if e.Message != "" {
 		s += ": " + e.Message
-	}
-	if e.RequestID != "" {
-		s += " [request " + e.RequestID + "]"
 	}
 	return s
 }

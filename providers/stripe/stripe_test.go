@@ -249,7 +249,11 @@ func TestErrorsNameStatusNotKey(t *testing.T) {
 	fake.SetFailureRate(500, 1)
 	err := p.ListChanges(context.Background(), reconcile.ListParams{Since: now.Add(-time.Hour), Until: now}, func(reconcile.Page) error { return nil })
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "HTTP 500")
+	// The retry policy's words: the attempts, the last answer, Stripe's own
+	// error; never the key.
+	require.Contains(t, err.Error(), "gave up after 6 attempts")
+	require.Contains(t, err.Error(), "last answer HTTP 500 Internal Server Error")
+	require.Contains(t, err.Error(), "api_error: An unknown error occurred")
 	require.NotContains(t, err.Error(), "sk_test_x")
 	require.Equal(t, int64(6), p.Requests(), "one request and five retries")
 }

@@ -1,19 +1,35 @@
 // Package transport is the HTTP round tripper every provider client sits on:
-// it paces requests to a budget, retries rate limits and server errors with
-// backoff, and counts requests by status code.
+// it paces requests to a budget (golang.org/x/time/rate), sends each by the
+// one retry policy (internal/retry: an attempt timeout, an overall deadline,
+// backoff with jitter, Retry-After and the provider's should-retry header),
+// and counts requests by status code.
 package transport
 
 import (
 	"context"
-	"errors"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/reconciler/reconciler/clock"
+	"github.com/reconciler/reconciler/internal/retry"
+)
+
+// Defaults of Options' zero fields.
+const (
+	// DefaultTimeout bounds one attempt: sending the request, the answer's
+	// headers and reading its body.
+	DefaultTimeout = 30 * time.Second
+	// DefaultDeadline bounds one request: every attempt and every wait
+	// between them. It leaves room for 8 retries at the default backoff
+	// (about 1 minute of waits in all), or 8 waits of a Retry-After of 10s
+	// (the waits grow past 10s from the sixth retry), with attempts
+	// answering at once; a provider that hangs for the whole timeout is
+	// given up on by the deadline first.
+	DefaultDeadline = 3 * time.Minute
 )
 
 // Options configures a Transport. The zero value of each field has a
@@ -23,8 +39,14 @@ type Options struct {
 	Base http.RoundTripper
 	// RequestsPerSecond is the pacing budget; 0 disables pacing.
 	RequestsPerSecond float64
-	// MaxRetries is how often one request is retried; 0 never retries.
+	// MaxRetries is how often one request is retried; 0 never retries. A
+	// request makes at most MaxRetries+1 attempts.
 	MaxRetries int
+	// Timeout bounds each attempt (DefaultTimeout when 0); Deadline bounds
+	// the request, attempts and waits together (DefaultDeadline when 0).
+	// Neither is an http.Client.Timeout: that would bound all attempts
+	// together and hide why they failed.
+	Timeout, Deadline time.Duration
 	// MinBackoff and MaxBackoff bound the exponential backoff; defaults
 	// 250ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
@@ -37,20 +59,26 @@ type Options struct {
 	// and RateLimit-Reset, an HTTP date). When the remaining budget reaches
 	// zero, requests wait until the reset instead of provoking 429s.
 	RateLimitRemaining, RateLimitReset string
+	// Describe words an answer the transport gives up on, from its body
+	// (the provider's error type and message, its request id), for the
+	// error; nil: the status alone.
+	Describe func(resp *http.Response) string
 	// Sleep waits for d or until ctx ends; nil means a real timer. Tests
 	// inject a fake.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Now is the clock the pacer reads; nil means time.Now.
+	// Now is the clock the pacer and the deadline read; nil means time.Now.
 	Now func() time.Time
 }
 
 // Transport is an http.RoundTripper. Only idempotent methods (GET, HEAD) are
 // retried; a reconciler never writes to a provider.
 type Transport struct {
-	o Options
+	o      Options
+	policy retry.Policy
 
 	mu       sync.Mutex
-	next     time.Time // the pacer's next free slot
+	lim      *rate.Limiter // nil: unpaced
+	hold     time.Time     // no request starts before (a backoff, a spent budget)
 	total    int64
 	byStatus map[int]int64 // 0 counts transport errors
 }
@@ -61,10 +89,16 @@ func New(o Options) *Transport {
 		o.Base = http.DefaultTransport
 	}
 	if o.MinBackoff == 0 {
-		o.MinBackoff = 250 * time.Millisecond
+		o.MinBackoff = retry.DefaultMinBackoff
 	}
 	if o.MaxBackoff == 0 {
-		o.MaxBackoff = 30 * time.Second
+		o.MaxBackoff = retry.DefaultMaxBackoff
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Deadline == 0 {
+		o.Deadline = DefaultDeadline
 	}
 	if o.Sleep == nil {
 		o.Sleep = clock.System.Sleep
@@ -72,8 +106,20 @@ func New(o Options) *Transport {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Transport{o: o, byStatus: map[int]int64{}}
+	t := &Transport{o: o, byStatus: map[int]int64{}}
+	if o.RequestsPerSecond > 0 {
+		t.lim = rate.NewLimiter(rate.Limit(o.RequestsPerSecond), 1)
+	}
+	t.policy = retry.Policy{
+		MaxRetries: o.MaxRetries, AttemptTimeout: o.Timeout, Deadline: o.Deadline,
+		MinBackoff: o.MinBackoff, MaxBackoff: o.MaxBackoff, ShouldRetryHeader: o.ShouldRetryHeader,
+		Now: o.Now, Sleep: o.Sleep,
+	}
+	return t
 }
+
+// Policy is the retry policy every request follows.
+func (t *Transport) Policy() retry.Policy { return t.policy }
 
 // Requests returns the number of HTTP requests sent, retries included.
 func (t *Transport) Requests() int64 {
@@ -94,63 +140,51 @@ func (t *Transport) ByStatus() map[int]int64 {
 	return out
 }
 
-// wait blocks until the pacer grants a slot. The slot is taken before the
-// wait so that concurrent callers queue behind one another.
+// wait blocks until the pacer grants a slot. A backoff (extra) holds every
+// request of the transport back, not just this one: the provider's limit
+// is the account's. The slot is reserved before the wait so that
+// concurrent callers queue behind one another.
 func (t *Transport) wait(ctx context.Context, extra time.Duration) error {
 	t.mu.Lock()
 	now := t.o.Now()
-	slot := t.next
-	if slot.Before(now) {
-		slot = now
+	if extra > 0 && t.hold.Before(now.Add(extra)) {
+		t.hold = now.Add(extra)
 	}
-	if extra > 0 && slot.Before(now.Add(extra)) {
-		slot = now.Add(extra) // a 429 pushes everyone back, not just this request
+	at := now
+	if t.hold.After(at) {
+		at = t.hold
 	}
-	if t.o.RequestsPerSecond > 0 {
-		t.next = slot.Add(time.Duration(float64(time.Second) / t.o.RequestsPerSecond))
-	} else {
-		t.next = slot
+	d := at.Sub(now)
+	if t.lim != nil {
+		d = t.lim.ReserveN(at, 1).DelayFrom(now)
 	}
 	t.mu.Unlock()
-	return t.o.Sleep(ctx, slot.Sub(now))
+	return t.o.Sleep(ctx, d)
 }
 
-func (t *Transport) count(status int) {
+func (t *Transport) observe(a retry.Attempt, resp *http.Response) {
 	t.mu.Lock()
 	t.total++
-	t.byStatus[status]++
+	t.byStatus[a.Status]++
 	t.mu.Unlock()
+	t.observeBudget(resp)
 }
 
 // RoundTrip sends req, pacing and retrying it.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
-	idempotent := req.Method == http.MethodGet || req.Method == http.MethodHead
-	var backoff time.Duration
-	for attempt := 0; ; attempt++ {
-		if err := t.wait(ctx, backoff); err != nil {
-			return nil, err
-		}
-		resp, err := t.o.Base.RoundTrip(req)
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		t.count(status)
-		t.observeBudget(resp)
-		if !idempotent || attempt >= t.o.MaxRetries || ctx.Err() != nil || !t.retryable(resp, err) {
-			return resp, err
-		}
-		backoff = t.backoff(attempt, resp)
-		if resp != nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-			_ = resp.Body.Close()
-		}
+	p := t.policy
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		p.MaxRetries = 0
 	}
+	path := req.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	return p.Do(req, req.Method+" "+path, t.o.Base.RoundTrip, retry.Hooks{Wait: t.wait, Observe: t.observe, Describe: t.o.Describe})
 }
 
-// observeBudget pushes the pacer's next slot to the provider's reset time
-// when the response says the budget is spent.
+// observeBudget holds requests back until the provider's reset time when
+// the response says the budget is spent.
 func (t *Transport) observeBudget(resp *http.Response) {
 	if resp == nil || t.o.RateLimitRemaining == "" {
 		return
@@ -167,43 +201,10 @@ func (t *Transport) observeBudget(resp *http.Response) {
 		reset = now.Add(t.o.MaxBackoff) // a clock skew must not stall the run
 	}
 	t.mu.Lock()
-	if reset.After(t.next) {
-		t.next = reset
+	if reset.After(t.hold) {
+		t.hold = reset
 	}
 	t.mu.Unlock()
-}
-
-func (t *Transport) retryable(resp *http.Response, err error) bool {
-	if err != nil {
-		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-	}
-	if h := t.o.ShouldRetryHeader; h != "" {
-		switch resp.Header.Get(h) {
-		case "false":
-			return false
-		case "true":
-			return true
-		}
-	}
-	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-}
-
-// backoff is exponential with full jitter, at least Retry-After when the
-// provider sent one.
-func (t *Transport) backoff(attempt int, resp *http.Response) time.Duration {
-	d := t.o.MinBackoff << min(attempt, 20)
-	if d > t.o.MaxBackoff || d <= 0 {
-		d = t.o.MaxBackoff
-	}
-	d = d/2 + rand.N(d/2+1)
-	if resp != nil {
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-			if ra := time.Duration(s) * time.Second; ra > d {
-				d = min(ra, t.o.MaxBackoff)
-			}
-		}
-	}
-	return d
 }
 
 // Counter counts one client's requests through a transport that others may
