@@ -122,7 +122,8 @@ func stripeJobs(jobs []Job) int {
 func (s *Service) Resolve(ctx context.Context, fl Fleet) (Fleet, error) {
 	if stripeJobs(fl.Jobs) > 1 || fl.from != "" {
 		c := s.Config.Providers.Stripe
-		s.budget = stripe.NewTransport(c.RequestsPerSecond, c.MaxRetries, nil)
+		s.budget = stripe.NewTransportFor(stripe.Config{RequestsPerSecond: c.RequestsPerSecond, MaxRetries: c.MaxRetries,
+			Timeout: c.Timeout.D(), RequestDeadline: c.RequestDeadline.D()})
 	}
 	log := s.logger()
 	switch fl.from {

@@ -125,7 +125,7 @@ func newProvider(cfg config.Config, name string, tr *transport.Transport, log *s
 			return nil, &config.Error{Key: "GOCARDLESS_ACCESS_TOKEN", Msg: "is not set", Hint: "export GOCARDLESS_ACCESS_TOKEN=sandbox_… or mount it and set providers.gocardless.access_token_file"}
 		}
 		return gocardless.New(gocardless.Config{AccessToken: g.AccessToken(), BaseURL: g.APIBase, RequestsPerSecond: g.RequestsPerSecond,
-			MaxRetries: g.MaxRetries, Timeout: g.Timeout.D(), Retention: g.EventRetention.D(), Logger: log})
+			MaxRetries: g.MaxRetries, Timeout: g.Timeout.D(), RequestDeadline: g.RequestDeadline.D(), Retention: g.EventRetention.D(), Logger: log})
 	}
 	return nil, usagef("unknown provider %q", name)
 }
@@ -138,7 +138,7 @@ func stripeClient(cfg config.Config, tr *transport.Transport, log *slog.Logger) 
 		return nil, &config.Error{Key: "STRIPE_API_KEY", Msg: "is not set", Hint: "export STRIPE_API_KEY=sk_test_… or mount it and set providers.stripe.api_key_file"}
 	}
 	return stripe.New(stripe.Config{APIKey: s.APIKey(), BaseURL: s.APIBase, RequestsPerSecond: s.RequestsPerSecond,
-		MaxRetries: s.MaxRetries, Timeout: s.Timeout.D(), Logger: log, Transport: tr})
+		MaxRetries: s.MaxRetries, Timeout: s.Timeout.D(), RequestDeadline: s.RequestDeadline.D(), Logger: log, Transport: tr})
 }
 
 // calendar is the UK working-day calendar for Direct Debit thresholds.
