@@ -3,6 +3,7 @@ package main_test
 import (
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,7 +65,11 @@ func TestServeExposesMetricsBeforeAnyRun(t *testing.T) {
 
 	s := startServe(t, w, "0 0 1 1 *")
 	body := scrapeMetrics(t, s)
-	require.Regexp(t, `(?m)^reconciler_build_info\{goversion="go[^"]+",revision="[^"]+",version="dev"\} 1$`, body)
+	// The version is the one `reconciler version` prints: an unstamped
+	// build's, from the build info, never "dev".
+	v := strings.TrimPrefix(strings.TrimSpace(cli(t, nil, "version").stdout), "reconciler ")
+	require.NotEqual(t, "dev", v)
+	require.Regexp(t, `(?m)^reconciler_build_info\{goversion="go[^"]+",revision="[^"]+",version="`+regexp.QuoteMeta(v)+`"\} 1$`, body)
 	const platform = `{account="",provider="stripe"}`
 	requireMetric(t, body, "reconciler_last_success_timestamp_seconds"+platform, float64(fin.Unix()))
 	requireMetric(t, body, `reconciler_last_run_finished_timestamp_seconds{account="",provider="stripe",status="succeeded"}`, float64(fin.Unix()))
