@@ -206,7 +206,8 @@ type GoCardless struct {
 	// StuckAfterWorkingDays is the stuck-payment threshold in UK working
 	// days (weekends and England and Wales bank holidays excluded).
 	StuckAfterWorkingDays int `yaml:"stuck_after_working_days"`
-	// HolidaysFile replaces the embedded bank holiday list (one ISO date a line).
+	// HolidaysFile lists bank holidays (one ISO date a line) that replace the
+	// computed England and Wales ones for the years it covers.
 	HolidaysFile string `yaml:"holidays_file"`
 	// EventRetention is how far back the event log reaches; 0 when unknown.
 	EventRetention Duration `yaml:"event_retention"`

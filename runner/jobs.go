@@ -149,7 +149,7 @@ func calendar(cfg config.Config) (*workdays.Calendar, error) {
 	}
 	cal, err := workdays.Load(f)
 	if err != nil {
-		return nil, &config.Error{Key: "providers.gocardless.holidays_file", Msg: err.Error(), Hint: "one ISO date (2026-12-25) a line; or remove the key to use the embedded list"}
+		return nil, &config.Error{Key: "providers.gocardless.holidays_file", Msg: err.Error(), Hint: "one ISO date (2026-12-25) a line; or remove the key to use the computed England and Wales holidays"}
 	}
 	return cal, nil
 }
