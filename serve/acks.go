@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/reconciler/reconciler/acks"
 )
@@ -55,6 +56,22 @@ func (s *Server) postAck(w http.ResponseWriter, r *http.Request, caller string) 
 	if b.Reopen {
 		status = "reopened"
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"item": targets[0], "status": status,
-		"acknowledged": map[string]any{"by": caller, "note": b.Note, "at": rows[0].AcknowledgedAt, "reopened": b.Reopen}})
+	writeJSON(w, http.StatusOK, ackAnswer{Item: targets[0], Status: status,
+		Acknowledged: ackRecord{By: caller, Note: b.Note, At: rows[0].AcknowledgedAt, Reopened: b.Reopen}})
+}
+
+// ackAnswer is POST /items/{fingerprint}/ack's 200 answer.
+type ackAnswer struct {
+	Item acks.Target `json:"item"`
+	// Status is acknowledged, or reopened when the body said reopen.
+	Status       string    `json:"status"`
+	Acknowledged ackRecord `json:"acknowledged"`
+}
+
+// ackRecord is who acknowledged the item (the token's caller), why and when.
+type ackRecord struct {
+	By       string    `json:"by"`
+	Note     string    `json:"note"`
+	At       time.Time `json:"at"`
+	Reopened bool      `json:"reopened"`
 }

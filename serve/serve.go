@@ -316,25 +316,44 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	}
 }
 
-// Handler is the HTTP API. Runs it starts live under base (the server's
-// lifetime), not the request's.
+// Handler is the HTTP API: every route of routes. Runs it starts live
+// under base (the server's lifetime), not the request's.
 func (s *Server) Handler(base context.Context) http.Handler {
 	s.Bound()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.Metrics.Handler())
-	callers := digests(s.Tokens)
-	mux.HandleFunc("POST /runs", auth(callers, func(w http.ResponseWriter, r *http.Request, caller string) { s.postRun(base, w, r, caller) }))
-	mux.HandleFunc("GET /runs", auth(callers, s.listRuns))
-	mux.HandleFunc("GET /runs/{id}", auth(callers, s.getRun))
-	mux.HandleFunc("POST /items/{fingerprint}/ack", auth(callers, s.postAck))
-	// A browser's report pages: a bearer token or the run's signed link (reports.go).
-	mux.HandleFunc("GET /runs/{id}/report.html", s.reportPage(callers, "html"))
-	mux.HandleFunc("GET /runs/{id}/report.csv", s.reportPage(callers, "csv"))
+	for _, rt := range s.routes(base) {
+		mux.Handle(rt.pattern, rt.handler)
+	}
 	return mux
+}
+
+// route is one endpoint of the API.
+type route struct {
+	// pattern is the method and path as http.ServeMux reads them
+	// ("GET /runs/{id}").
+	pattern string
+	handler http.Handler
+}
+
+// routes is the one list of the API's endpoints: Handler serves exactly
+// these, and the OpenAPI document (openapi.json) is tested against them.
+func (s *Server) routes(base context.Context) []route {
+	callers := digests(s.Tokens)
+	return []route{
+		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		})},
+		{"GET /readyz", http.HandlerFunc(s.readyz)},
+		{"GET /metrics", s.Metrics.Handler()},
+		{"GET /openapi.json", http.HandlerFunc(serveOpenAPI)},
+		{"POST /runs", auth(callers, func(w http.ResponseWriter, r *http.Request, caller string) { s.postRun(base, w, r, caller) })},
+		{"GET /runs", auth(callers, s.listRuns)},
+		{"GET /runs/{id}", auth(callers, s.getRun)},
+		{"POST /items/{fingerprint}/ack", auth(callers, s.postAck)},
+		// A browser's report pages: a bearer token or the run's signed link (reports.go).
+		{"GET /runs/{id}/report.html", s.reportPage(callers, "html")},
+		{"GET /runs/{id}/report.csv", s.reportPage(callers, "csv")},
+	}
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -486,8 +505,45 @@ func (s *Server) postRun(base context.Context, w http.ResponseWriter, r *http.Re
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "the run could not start; see the server's log"})
 		return
 	}
-	w.Header().Set("Location", "/runs/"+strconv.FormatInt(id, 10))
-	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "status": models.RunRunning, "url": "/runs/" + strconv.FormatInt(id, 10)})
+	url := "/runs/" + strconv.FormatInt(id, 10)
+	w.Header().Set("Location", url)
+	writeJSON(w, http.StatusAccepted, runStarted{ID: id, RunID: id, Status: models.RunRunning, URL: url})
+}
+
+// runStarted is POST /runs's 202 answer.
+type runStarted struct {
+	// ID is the run's id, kept for the callers that read it; RunID is the
+	// same value under the name a 409 (apiError.RunID) uses.
+	ID     int64  `json:"id"`
+	RunID  int64  `json:"run_id"`
+	Status string `json:"status"`
+	// URL is the run's GET /runs/{id}, also sent as Location.
+	URL string `json:"url"`
+}
+
+// runEntry is one run of GET /runs: the run's summary without its items,
+// which a list does not read (GET /runs/{id}, ItemsURL, lists them), and
+// how many items it has, rather than an "items": [] that would claim none.
+type runEntry struct {
+	report.RunReport
+	// Items hides RunReport.Items (encoding/json takes the shallower of
+	// two fields of one name): never set, so a list entry has no "items".
+	Items []report.Item `json:"items,omitempty"`
+	// ItemCount is the run's drift items: repaired, delivered, refused and
+	// reported (so far, while it runs).
+	ItemCount int64 `json:"item_count"`
+	// Delivered counts the items handed to the application's worker (a
+	// repair: deliver run).
+	Delivered int64 `json:"delivered"`
+	// NeedsHuman counts the refused and reported items.
+	NeedsHuman int64 `json:"needs_human"`
+	// ItemsURL is where the items are listed: the run's GET /runs/{id}.
+	ItemsURL string `json:"items_url"`
+}
+
+func listEntry(r models.Run) runEntry {
+	return runEntry{RunReport: report.Summary(r), ItemCount: r.Repaired + r.Delivered + r.Refused + r.Reported,
+		Delivered: r.Delivered, NeedsHuman: r.Refused + r.Reported, ItemsURL: "/runs/" + strconv.FormatInt(r.ID, 10)}
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, _ string) {
@@ -502,7 +558,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, _ string) {
 		limit = n
 	}
 	f := runner.Filter{Limit: limit}
-	for name, field := range map[string]**string{"provider": &f.Provider, "account": &f.Account, "status": &f.Status, "trigger": &f.Trigger} {
+	for name, field := range filters(&f) {
 		if v, ok := q[name]; ok {
 			*field = &v[0]
 		}
@@ -512,11 +568,17 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, _ string) {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not read runs"})
 		return
 	}
-	out := make([]report.RunReport, 0, len(runs))
+	out := make([]runEntry, 0, len(runs))
 	for _, r := range runs {
-		out = append(out, report.Summary(r))
+		out = append(out, listEntry(r))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"runs": out})
+}
+
+// filters are GET /runs's query filters besides limit, by name, and the
+// field of f each sets (given empty, it matches the empty value).
+func filters(f *runner.Filter) map[string]**string {
+	return map[string]**string{"provider": &f.Provider, "account": &f.Account, "status": &f.Status, "trigger": &f.Trigger}
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ string) {

@@ -152,6 +152,7 @@ func TestServeAPI(t *testing.T) {
 	require.Equal(t, "finance", dry.TriggeredBy, "the token's name is recorded")
 	code, body = s.do(t, "POST", "/runs", financeToken, `{"provider":"stripe","since":"`+w.now.Add(-24*time.Hour).Format(time.RFC3339)+`"}`)
 	require.Equal(t, 202, code, body)
+	require.Equal(t, body["id"], body["run_id"], "a 202 names the run as a 409 does, and as id")
 	run := s.waitRun(t, int64(body["id"].(float64)))
 	require.Equal(t, models.RunSucceeded, run.Status)
 	require.Equal(t, int64(1), run.Repaired)
@@ -160,6 +161,9 @@ func TestServeAPI(t *testing.T) {
 	code, body = s.do(t, "GET", "/runs?limit=10", financeToken, "")
 	require.Equal(t, 200, code)
 	require.Len(t, body["runs"], 2)
+	newest := body["runs"].([]any)[0].(map[string]any)
+	require.NotContains(t, newest, "items", "a list entry does not claim an empty items")
+	require.Equal(t, float64(1), newest["item_count"])
 	code, _ = s.do(t, "GET", "/runs/999999", financeToken, "")
 	require.Equal(t, 404, code)
 
