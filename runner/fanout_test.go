@@ -335,7 +335,7 @@ func TestPlan(t *testing.T) {
 		usage               bool
 		want                string
 	}{
-		{"unknown provider", both, []string{"paypal"}, nil, true, `unknown provider "paypal"`},
+		{"unknown provider", both, []string{"paypal"}, nil, true, `--provider: unknown provider "paypal" (known: stripe, gocardless)`},
 		{"gocardless account", both, []string{"gocardless"}, []string{"acct_1x"}, true, "no connected accounts"},
 		{"not an account", both, nil, []string{"bogus"}, true, "not a connected account id"},
 		{"nothing configured", load(), nil, nil, false, "no provider is configured"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reconciler/reconciler/config"
@@ -52,7 +53,7 @@ func usagef(format string, a ...any) error { return UsageError{Err: fmt.Errorf(f
 func Plan(cfg config.Config, providers, accounts []string) ([]Job, error) {
 	for _, p := range providers {
 		if !slices.Contains(Providers, p) {
-			return nil, usagef("--provider: unknown provider %s (known: %v)", config.Quote(p), Providers)
+			return nil, usagef("--provider: unknown provider %s (known: %s)", config.Quote(p), strings.Join(Providers, ", "))
 		}
 	}
 	if len(providers) == 0 {
