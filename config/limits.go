@@ -91,6 +91,9 @@ func (l Limit) Check(name string, v float64, shown string) error {
 	} else {
 		what = "the value from " + what
 	}
+	if l.Duration && l.Min >= 0 && v < 0 {
+		return &Error{Key: name, Msg: what + " must not be negative", Hint: l.Hint}
+	}
 	return &Error{Key: name, Msg: what + " is out of range", Hint: l.Hint}
 }
 

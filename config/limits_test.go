@@ -70,7 +70,11 @@ func TestLimitsEveryConfigKeyEnforced(t *testing.T) {
 				require.True(t, errors.As(err, &ce), "%s at %s: %v", l.Key, l.render(bad), err)
 				assert.Equal(t, l.Key, ce.Key)
 				assert.Equal(t, l.Hint, ce.Hint)
-				assert.Contains(t, ce.Msg, "out of range")
+				if l.Duration && bad < 0 {
+					assert.Contains(t, ce.Msg, "must not be negative")
+				} else {
+					assert.Contains(t, ce.Msg, "out of range")
+				}
 			}
 		})
 	}
@@ -124,6 +128,12 @@ func TestLimitsFlags(t *testing.T) {
 	d, err := ParseFlagDuration("--window", "90m")
 	require.NoError(t, err)
 	assert.Equal(t, 90*time.Minute, d)
+	_, err = ParseFlagDuration("--lock-wait", "-5s")
+	require.EqualError(t, err, "--lock-wait: -5s must not be negative (use 0s (give up at once) to 24h; e.g. 30s)")
+	_, err = ParseFlagDuration("--window", "-5s")
+	require.EqualError(t, err, "--window: -5s must not be negative (use 1m to 8784h (a year); for an older start pass --since)")
+	_, err = loadYAML(t, yamlAt("run.lock_wait", "-5s"), nil)
+	require.ErrorContains(t, err, "run.lock_wait: -5s must not be negative")
 	for _, s := range []string{"0s", "-5s", "100000h", "soon", "NaN"} {
 		_, err := ParseFlagDuration("--window", s)
 		require.ErrorContains(t, err, "--window: ", s)
