@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/reconciler/reconciler/store/pgstore"
 )
 
 // Params say which database Open opens (config.Database's values: this
@@ -64,7 +66,7 @@ func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 		return db, nil
 	}
 	redacted := func(err error) error {
-		return fmt.Errorf("connect to the database: %s", strings.ReplaceAll(err.Error(), p.URL, "[DATABASE_URL]"))
+		return fmt.Errorf("connect to the database: %s", strings.ReplaceAll(pgstore.OneLine(err), p.URL, "[DATABASE_URL]"))
 	}
 	db, err := Postgres(p.URL)
 	if err != nil {

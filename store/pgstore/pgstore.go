@@ -8,6 +8,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,14 +32,49 @@ var _ store.Store = (*Store)(nil)
 func New(db *gorm.DB, c clock.Clock) *Store { return &Store{sqlbase.New(db, c, translate)} }
 
 // translate maps PostgreSQL's deadlock and serialization failures to
-// store.ErrConflict, keeping the driver's error in the chain.
+// store.ErrConflict, keeping the driver's error in the chain, and makes a
+// multi-line driver error one line (OneLine).
 func translate(err error) error {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) && (pg.Code == "40P01" || pg.Code == "40001") {
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
+	if err != nil && strings.Contains(err.Error(), "\n") {
+		return oneLineError{err}
+	}
 	return err
 }
+
+// OneLine returns err's message as one line, each part once. pgx lists a
+// failed connection's attempts on lines of their own, and with sslmode
+// prefer the same failure twice (with TLS, then without); OneLine keeps
+// each distinct line once, joined by "; ". A server error's detail, which
+// pgx leaves out of its message, is added once.
+func OneLine(err error) string {
+	var parts []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !slices.Contains(parts, line) {
+			parts = append(parts, line)
+		}
+	}
+	msg := strings.Join(parts, " ")
+	if len(parts) > 1 {
+		msg = parts[0] + " " + strings.Join(parts[1:], "; ")
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Detail != "" && !strings.Contains(msg, pg.Detail) {
+		msg += " (detail: " + strings.Join(strings.Fields(pg.Detail), " ") + ")"
+	}
+	return msg
+}
+
+// oneLineError is a driver error whose message OneLine made one line; the
+// driver's error stays in the chain.
+type oneLineError struct{ err error }
+
+func (e oneLineError) Error() string { return OneLine(e.err) }
+func (e oneLineError) Unwrap() error { return e.err }
 
 // IsConflict reports whether err is a deadlock or a serialization failure,
 // what InTx retries: for code that runs its own transactions on the same

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/clock"
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/store"
@@ -225,4 +227,28 @@ func TestLockConnectionIsOutsideThePool(t *testing.T) {
 		require.NoError(t, l.Held(ctx))
 		require.NoError(t, l.Release(ctx))
 	}
+}
+
+func TestOneLine(t *testing.T) {
+	// pgx's connect error with sslmode=prefer: one line per attempt, the
+	// same failure twice.
+	connect := errors.New("failed to connect to `user=u database=db`:\n\t127.0.0.1:1 (localhost): dial error: connection refused\n\t127.0.0.1:1 (localhost): dial error: connection refused")
+	require.Equal(t, "failed to connect to `user=u database=db`: 127.0.0.1:1 (localhost): dial error: connection refused", pgstore.OneLine(connect))
+	two := errors.New("failed to connect to `user=u database=db`:\n\t[::1]:1 (localhost): dial error: refused\n\t127.0.0.1:1 (localhost): dial error: refused")
+	require.Equal(t, "failed to connect to `user=u database=db`: [::1]:1 (localhost): dial error: refused; 127.0.0.1:1 (localhost): dial error: refused", pgstore.OneLine(two))
+	pg := &pgconn.PgError{Severity: "ERROR", Code: "23505", Message: "duplicate key value violates unique constraint \"runs_pkey\"", Detail: "Key (id)=(41)\nalready exists."}
+	require.Equal(t, `save run: ERROR: duplicate key value violates unique constraint "runs_pkey" (SQLSTATE 23505) (detail: Key (id)=(41) already exists.)`, pgstore.OneLine(fmt.Errorf("save run: %w", pg)))
+}
+
+// A database that cannot be reached is one line, each failure once, and the
+// URL's password is nowhere in it.
+func TestConnectErrorIsOneLine(t *testing.T) {
+	t.Parallel()
+	_, err := dbopen.Open(context.Background(), dbopen.Params{URL: "postgres://u:sekret@127.0.0.1:1/db?connect_timeout=2", MaxOpenConns: 2})
+	require.Error(t, err)
+	msg := err.Error()
+	require.NotContains(t, msg, "\n")
+	require.NotContains(t, msg, "sekret")
+	require.Contains(t, msg, "connect to the database: failed to connect to `user=u database=db`: ")
+	require.Equal(t, 1, strings.Count(msg, "connection refused"), msg)
 }
