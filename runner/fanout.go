@@ -18,12 +18,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/reconcile"
+	"github.com/reconciler/reconciler/store"
 )
 
 const (
@@ -192,8 +194,8 @@ func (s *Service) RunAll(ctx context.Context, fl Fleet, req Request) Batch {
 		run, err := s.Start(ctx, r)
 		switch {
 		case errors.Is(err, reconcile.ErrLocked):
-			out.Err = err
-			log.Warn("another run holds the lock; nothing done", "provider", r.Provider, "account", r.Account)
+			out.Err = s.heldBy(ctx, r.Job, err)
+			log.Warn("another run holds the lock; nothing done", "provider", r.Provider, "account", r.Account, "error", out.Err)
 		case err != nil:
 			out.Err = err
 			log.Error("run failed", "provider", r.Provider, "account", r.Account, "error", err)
@@ -256,19 +258,30 @@ func (b Batch) RunIDs() []int64 {
 // (errors.Is reconcile.ErrLocked; exit 3).
 func (b Batch) Err() error {
 	var failed, locked []string
+	var cause error
 	for _, o := range b.Outcomes {
 		switch {
 		case !o.Started:
 		case errors.Is(o.Err, reconcile.ErrLocked):
-			locked = append(locked, o.String())
+			var h heldError
+			if errors.As(o.Err, &h) {
+				locked = append(locked, fmt.Sprintf("%s (run %d, started %s)", o, h.run.ID, h.run.StartedAt.UTC().Format(time.RFC3339)))
+			} else {
+				locked = append(locked, o.String())
+			}
 		case o.Err != nil:
+			if cause == nil {
+				cause = o.Err
+			}
 			failed = append(failed, o.String())
 		}
 	}
 	sum := b.summary()
 	switch {
-	case len(failed) > 0:
-		return fmt.Errorf("run failed for %v", failed)
+	case len(failed) == 1:
+		return fmt.Errorf("run failed for %s: %s", failed[0], cause)
+	case len(failed) > 1:
+		return fmt.Errorf("run failed for %s; the first, %s: %s", strings.Join(failed, ", "), failed[0], cause)
 	case sum.notStarted > 0:
 		return fmt.Errorf("interrupted: %d of %d accounts were not started", sum.notStarted, sum.inShard)
 	case len(locked) > 0:
@@ -281,7 +294,37 @@ func (b Batch) Err() error {
 type lockedError struct{ jobs []string }
 
 func (e lockedError) Error() string {
-	return fmt.Sprintf("another run holds the lock for %v; nothing was done there", e.jobs)
+	them := "it"
+	if len(e.jobs) > 1 {
+		them = "them"
+	}
+	return fmt.Sprintf("another run holds the lock for %s: nothing was done there; wait for %s, or use --lock-wait 10m", strings.Join(e.jobs, ", "), them)
+}
+
+// heldError is a lock found held with the run that holds it, as its run
+// record says (a run of another process or replica alike).
+type heldError struct {
+	run models.Run
+	err error // reconcile.ErrLocked's chain
+}
+
+func (e heldError) Error() string {
+	return fmt.Sprintf("%v (run %d, started %s)", e.err, e.run.ID, e.run.StartedAt.UTC().Format(time.RFC3339))
+}
+
+func (e heldError) Unwrap() error { return e.err }
+
+// heldBy adds to err, the lock of j found held, the running run that holds
+// it when its record says; err alone when it does not.
+func (s *Service) heldBy(ctx context.Context, j Job, err error) error {
+	if s.Store == nil {
+		return err
+	}
+	run, ok, rerr := store.Running(ctx, s.Store, j.Provider, j.Account)
+	if rerr != nil || !ok {
+		return err
+	}
+	return heldError{run: run, err: err}
 }
 
 func (e lockedError) Unwrap() error { return reconcile.ErrLocked }

@@ -295,14 +295,20 @@ func TestBatchSummaryAndError(t *testing.T) {
 	b := Batch{Outcomes: []Outcome{ok, failed, locked, interrupted, canceledEarly, notStarted}, total: 9}
 	require.Equal(t, summary{total: 9, inShard: 6, succeeded: 1, failed: 1, interrupted: 1, locked: 1, notStarted: 2}, b.summary())
 	require.Equal(t, []int64{1, 2, 3}, b.RunIDs())
-	require.EqualError(t, b.Err(), "run failed for [stripe/acct_1B stripe/acct_1C stripe/acct_1D]")
+	require.EqualError(t, b.Err(), "run failed for stripe/acct_1B, stripe/acct_1C, stripe/acct_1D; the first, stripe/acct_1B: HTTP 500")
+	b = Batch{Outcomes: []Outcome{ok, failed, locked}}
+	require.EqualError(t, b.Err(), "run failed for stripe/acct_1B: HTTP 500")
 
 	b = Batch{Outcomes: []Outcome{ok, locked, notStarted}}
 	require.EqualError(t, b.Err(), "interrupted: 1 of 3 accounts were not started")
 
 	b = Batch{Outcomes: []Outcome{ok, locked}}
 	err := b.Err()
-	require.EqualError(t, err, "another run holds the lock for [stripe/platform]; nothing was done there")
+	require.EqualError(t, err, "another run holds the lock for stripe/platform: nothing was done there; wait for it, or use --lock-wait 10m")
+	require.ErrorIs(t, err, reconcile.ErrLocked, "exit code 3")
+	held := Outcome{Job: Job{"stripe", "acct_1F"}, Started: true, Err: heldError{run: models.Run{ID: 41, StartedAt: time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)}, err: reconcile.ErrLocked}}
+	err = Batch{Outcomes: []Outcome{ok, locked, held}}.Err()
+	require.EqualError(t, err, "another run holds the lock for stripe/platform, stripe/acct_1F (run 41, started 2026-12-02T01:00:00Z): nothing was done there; wait for them, or use --lock-wait 10m")
 	require.ErrorIs(t, err, reconcile.ErrLocked, "exit code 3")
 
 	require.NoError(t, Batch{Outcomes: []Outcome{ok}}.Err())

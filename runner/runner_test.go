@@ -88,6 +88,11 @@ func TestLifecycleHooksAndLock(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, run.ID(), running.ID)
+	fl, err := FanOut{Concurrency: 1}.Check([]Job{{Provider: "stripe"}})
+	require.NoError(t, err)
+	held := w.svc.RunAll(ctx, fl, Request{}).Err()
+	require.ErrorIs(t, held, reconcile.ErrLocked)
+	require.ErrorContains(t, held, fmt.Sprintf("another run holds the lock for stripe/platform (run %d, started %s): ", run.ID(), running.StartedAt.UTC().Format(time.RFC3339)))
 
 	res, err := run.Execute(ctx)
 	require.NoError(t, err)
@@ -210,7 +215,7 @@ func TestRunAllStartsNothingAfterCancel(t *testing.T) {
 	s := b.summary()
 	require.Equal(t, 1, s.interrupted)
 	require.Equal(t, 5, s.notStarted)
-	require.True(t, strings.HasPrefix(b.Err().Error(), "run failed for [stripe/acct_1Stop00]"), b.Err())
+	require.True(t, strings.HasPrefix(b.Err().Error(), "run failed for stripe/acct_1Stop00: "), b.Err())
 }
 
 // The summary of a recorded run is posted once, through the process's

@@ -263,7 +263,7 @@ func TestAccountsOneFailingDoesNotStopTheOthers(t *testing.T) {
 
 	r := cli(t, w.env, "run", "--config", cfg, "--accounts-from", file, "--concurrency", "4", "--format", "json")
 	require.Equal(t, 1, r.code, r.stderr)
-	require.Contains(t, r.stderr, "run failed for [stripe/"+bad+"]")
+	require.Contains(t, r.stderr, "run failed for stripe/"+bad+": ")
 
 	runs := w.runs(t)
 	require.Len(t, runs, 8)
