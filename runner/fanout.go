@@ -196,6 +196,9 @@ func (s *Service) RunAll(ctx context.Context, fl Fleet, req Request) Batch {
 		case errors.Is(err, reconcile.ErrLocked):
 			out.Err = s.heldBy(ctx, r.Job, err)
 			log.Warn("another run holds the lock; nothing done", "provider", r.Provider, "account", r.Account, "error", out.Err)
+		case err != nil && errors.Is(err, context.Canceled):
+			out.Err = err
+			log.Warn("run interrupted", "provider", r.Provider, "account", r.Account, "error", err)
 		case err != nil:
 			out.Err = err
 			log.Error("run failed", "provider", r.Provider, "account", r.Account, "error", err)

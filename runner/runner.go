@@ -9,6 +9,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/reconciler/reconciler/clock"
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/metrics"
+	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/providers/transport"
 	"github.com/reconciler/reconciler/reconcile"
@@ -160,10 +162,19 @@ func (r *Run) Execute(ctx context.Context) (reconcile.Result, error) {
 	if r.done != nil {
 		r.done()
 	}
-	if err != nil {
+	switch {
+	case err != nil && interrupted(res, err):
+		r.log.Warn("run interrupted", "run_id", r.ID(), "error", err)
+	case err != nil:
 		r.log.Error("run failed", "run_id", r.ID(), "error", err)
 	}
 	return res, err
+}
+
+// interrupted reports whether a run's error is its context's end (SIGTERM,
+// a shutdown), not a failure: the run is recorded interrupted.
+func interrupted(res reconcile.Result, err error) bool {
+	return res.Run.Status == models.RunInterrupted || errors.Is(err, context.Canceled)
 }
 
 // byStatus is what a run adds to the requests by status: its provider's

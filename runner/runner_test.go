@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -207,10 +208,14 @@ func TestRunAllStartsNothingAfterCancel(t *testing.T) {
 		once.Do(cancel)
 		return nil
 	}
+	var logs bytes.Buffer
+	w.svc.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	fl, err := FanOut{Concurrency: 1}.Check(jobs)
 	require.NoError(t, err)
 	b := w.svc.RunAll(ctx, fl, Request{})
 	require.Len(t, b.RunIDs(), 1, "no new account starts after the cancel")
+	require.Contains(t, logs.String(), `level=WARN msg="run interrupted" provider=stripe account=acct_1Stop00 run_id=`)
+	require.NotContains(t, logs.String(), "run failed", "an interrupted run is no failure")
 	require.Equal(t, models.RunInterrupted, b.Outcomes[0].Result.Run.Status)
 	s := b.summary()
 	require.Equal(t, 1, s.interrupted)
