@@ -14,7 +14,7 @@ import (
 func New(level, format string, w io.Writer) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: durationsAsText}
 	if format == "auto" {
 		format = "json"
 		if IsTerminal(w) {
@@ -25,6 +25,15 @@ func New(level, format string, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationsAsText renders a time.Duration as Go writes it ("1.5s") in both
+// formats: JSON would otherwise write integer nanoseconds.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // IsTerminal reports whether w is a terminal.

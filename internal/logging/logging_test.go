@@ -2,8 +2,10 @@ package logging
 
 import (
 	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNew(t *testing.T) {
@@ -30,5 +32,22 @@ func TestNew(t *testing.T) {
 	}
 	if IsTerminal(&bytes.Buffer{}) {
 		t.Error("a buffer is a terminal")
+	}
+}
+
+// Durations read as Go writes them in both formats, in groups too: JSON
+// would otherwise write integer nanoseconds.
+func TestDurationsAsText(t *testing.T) {
+	for format, want := range map[string][]string{
+		"json": {`"took":"1.5s"`, `"run":{"wait":"2m0s"}`, `"n":3`},
+		"text": {`took=1.5s`, `run.wait=2m0s`, `n=3`},
+	} {
+		var b bytes.Buffer
+		New("info", format, &b).Info("done", "took", 1500*time.Millisecond, slog.Group("run", "wait", 2*time.Minute), "n", 3)
+		for _, w := range want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: no %s in %q", format, w, b.String())
+			}
+		}
 	}
 }
