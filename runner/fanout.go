@@ -206,6 +206,9 @@ func (s *Service) RunAll(ctx context.Context, fl Fleet, req Request) Batch {
 			out.Result, out.Err = run.Execute(ctx)
 		}
 	})
+	if req.endProgress != nil {
+		req.endProgress()
+	}
 	b := Batch{Outcomes: outs, total: fl.Total, shard: fl.shard}
 	b.summary().log(log, fl.shard)
 	return b

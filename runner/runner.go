@@ -20,6 +20,7 @@ import (
 
 	"github.com/reconciler/reconciler/clock"
 	"github.com/reconciler/reconciler/config"
+	"github.com/reconciler/reconciler/internal/logging"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/stripe"
@@ -69,6 +70,8 @@ type Request struct {
 	Trigger, TriggeredBy string
 	// Progress, when set, is called after every batch.
 	Progress func(reconcile.Progress)
+	// endProgress, when set, ends the progress line (ShowProgress).
+	endProgress func()
 }
 
 // Hooks are what observes every run's lifecycle; each is optional.
@@ -211,17 +214,24 @@ func (s *Service) logger() *slog.Logger {
 	return s.Log
 }
 
-// ProgressLine shows a run's progress on one terminal line of w, rewritten
-// after every batch (Request.Progress).
-func ProgressLine(w io.Writer) func(reconcile.Progress) {
-	return func(p reconcile.Progress) {
+// ShowProgress shows the runs' progress on one line of w, rewritten after
+// every batch (Progress) and ended when RunAll is done. Through a
+// logging.Terminal (the command line's stderr) the log's lines and the
+// error message end it first too.
+func (r *Request) ShowProgress(w io.Writer) {
+	t, ok := w.(*logging.Terminal)
+	if !ok {
+		t = logging.NewTerminal(w)
+	}
+	r.Progress = func(p reconcile.Progress) {
 		rate := 0.0
 		if s := p.Elapsed.Seconds(); s > 0 {
 			rate = float64(p.EventsRead) / s
 		}
-		fmt.Fprintf(w, "\r\033[Krun %d: %d events, %d payments decided, %d repaired, %d refused, %d requests, %.0f events/s, %s",
-			p.RunID, p.EventsRead, p.Examined, p.Repaired, p.Refused, p.Requests, rate, p.Elapsed.Truncate(time.Second))
+		t.Progress(fmt.Sprintf("run %d: %d events, %d payments decided, %d repaired, %d refused, %d requests, %.0f events/s, %s",
+			p.RunID, p.EventsRead, p.Examined, p.Repaired, p.Refused, p.Requests, rate, p.Elapsed.Truncate(time.Second)))
 	}
+	r.endProgress = t.End
 }
 
 // Runs is the service's reader of the run record.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/internal/logging"
 	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
@@ -273,4 +274,33 @@ func TestNotifierPostsOnce(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]float64{"sent": 1, "already_sent": 1}, results)
+}
+
+// The progress line shares stderr with the log: every log line starts a
+// line of its own, and the progress line is ended when the runs are done.
+func TestShowProgressEndsItsLine(t *testing.T) {
+	t.Parallel()
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelError} {
+		w := newWorld(t, "run:\n  stuck_limit: -1\n")
+		w.payment("", 0)
+		var out bytes.Buffer
+		term := logging.NewTerminal(&out)
+		w.svc.Log = slog.New(slog.NewTextHandler(term, &slog.HandlerOptions{Level: level}))
+		fl, err := FanOut{Concurrency: 1}.Check([]Job{{Provider: "stripe"}})
+		require.NoError(t, err)
+		req := Request{}
+		req.ShowProgress(term)
+		require.NoError(t, w.svc.RunAll(context.Background(), fl, req).Err())
+		s := out.String()
+		require.Contains(t, s, "\r\033[Krun ", level)
+		require.True(t, strings.HasSuffix(s, "\n"), "the progress line is ended: %q", s)
+		for _, line := range strings.Split(s, "\n") {
+			if i := strings.Index(line, "\r\033[K"); i >= 0 {
+				require.NotContains(t, line[i:], "level=", "a log line written into the progress line: %q", line)
+			}
+		}
+		if level == slog.LevelError {
+			require.Equal(t, 1, strings.Count(s, "\n"), "only the progress line: %q", s)
+		}
+	}
 }

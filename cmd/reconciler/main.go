@@ -18,6 +18,7 @@ import (
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/buildinfo"
+	"github.com/reconciler/reconciler/internal/logging"
 	"github.com/reconciler/reconciler/internal/profiling"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/runner"
@@ -62,7 +63,7 @@ func main() {
 		}
 	}
 	stopProfiles := profiling.Start(os.Getenv)
-	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	code := Main(ctx, os.Args[1:], os.Stdout, logging.NewTerminal(os.Stderr), os.Getenv)
 	stopProfiles()
 	stop()
 	os.Exit(code)

@@ -131,9 +131,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		}
 	}
 
-	// SIGTERM cancels ctx: nothing new starts, the batches in flight finish,
-	// their runs are recorded interrupted. Past the grace period the process
-	// exits regardless.
+	// SIGTERM cancels ctx: nothing new starts, the batches in flight finish
+	// and record their runs interrupted; past the grace period it exits.
 	go func() {
 		<-ctx.Done()
 		t := time.NewTimer(cfg.Run.ShutdownGrace.D())
@@ -147,7 +146,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	svc.DB, svc.Store, svc.Hooks = db, st, runner.Observe(m, runner.Notifier(cfg, db, st, m, log))
 	req := runner.Request{Since: since, Until: until, DryRun: f.dryRun, Mode: f.mode, Repair: f.repair, Trigger: f.trigger, TriggeredBy: triggeredBy(getenv)}
 	if isTerminal(stderr) {
-		req.Progress = runner.ProgressLine(stderr) // live progress on a terminal only
+		req.ShowProgress(stderr) // live progress on a terminal only
 	}
 	batch := svc.RunAll(ctx, fleet, req)
 	log.Info("process", "peak_rss_mib", profiling.PeakRSSMiB())

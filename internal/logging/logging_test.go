@@ -51,3 +51,26 @@ func TestDurationsAsText(t *testing.T) {
 		}
 	}
 }
+
+// A log line through the Terminal never lands on the progress line: the
+// line is ended first, and End ends it once.
+func TestTerminalEndsTheProgressLine(t *testing.T) {
+	var b bytes.Buffer
+	term := NewTerminal(&b)
+	log := New("info", "text", term)
+	term.Progress("run 1: 10 events")
+	term.Progress("run 1: 20 events")
+	log.Info("batch")
+	term.Progress("run 1: 30 events")
+	term.End()
+	term.End()
+	log.Info("done")
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) != 5 || lines[0] != "\r\033[Krun 1: 10 events\r\033[Krun 1: 20 events" || !strings.Contains(lines[1], "msg=batch") ||
+		lines[2] != "\r\033[Krun 1: 30 events" || !strings.Contains(lines[3], "msg=done") || lines[4] != "" {
+		t.Errorf("%q", b.String())
+	}
+	if IsTerminal(term) {
+		t.Error("a Terminal over a buffer is no terminal")
+	}
+}
