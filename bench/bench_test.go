@@ -30,7 +30,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "reconciler")
-	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/reconciler").CombinedOutput(); err != nil {
+	if b := os.Getenv("BENCH_BINARY"); b != "" {
+		// A binary built elsewhere (another commit's, for a side-by-side
+		// comparison in one session).
+		binary = b
+	} else if out, err := exec.Command("go", "build", "-o", binary, "../cmd/reconciler").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
 		os.Exit(1)
 	}
@@ -94,7 +98,7 @@ func (w world) execState(b *testing.B, rps int, st **os.ProcessState, args ...st
 	}
 	cmd := exec.Command(binary, append([]string{args[0], "--config", cfg}, args[1:]...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + w.db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + w.url}
-	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE"} {
+	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE", "GOGC", "GOMEMLIMIT", "GODEBUG"} {
 		if v := os.Getenv(k); v != "" {
 			cmd.Env = append(cmd.Env, k+"="+v) // profiles of the binary (internal/profiling)
 		}
@@ -108,6 +112,13 @@ func (w world) execState(b *testing.B, rps int, st **os.ProcessState, args ...st
 	b.StopTimer()
 	if st != nil {
 		*st = cmd.ProcessState
+	}
+	if p := os.Getenv("BENCH_STDERR"); p != "" {
+		// The binary's logs (with GODEBUG=gctrace=1, its collections).
+		if f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			_, _ = f.Write(se.Bytes())
+			_ = f.Close()
+		}
 	}
 	var exit *exec.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 4) {

@@ -1,9 +1,11 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reconciler/reconciler/models"
@@ -56,6 +58,9 @@ type sqlApplier struct {
 	runID    int64
 	provider string
 	account  string
+	mem      *carryMem   // what the run carries, in memory up to a budget
+	pending  carryChange // what the batch being written does to mem
+	scratch  []byte
 }
 
 func (a *sqlApplier) load(ctx context.Context, tx store.Tx, ids []string) (map[string]Local, error) {
@@ -215,11 +220,27 @@ func (a *sqlApplier) events(ctx context.Context, tx store.Tx, evs []store.Event)
 }
 
 func (a *sqlApplier) loadCarry(ctx context.Context, tx store.Tx, ids []string) (map[string]*carried, error) {
-	rows, err := tx.LoadCarry(ctx, a.runID, ids)
+	out := make(map[string]*carried, len(ids))
+	var spilled []string
+	for _, id := range ids {
+		b, ok := a.mem.get(id)
+		if !ok {
+			spilled = append(spilled, id)
+			continue
+		}
+		cr, err := unpackCarried(id, b)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = cr
+	}
+	if len(spilled) == 0 {
+		return out, nil
+	}
+	rows, err := tx.LoadCarry(ctx, a.runID, spilled)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*carried, len(rows))
 	for _, r := range rows {
 		cr, err := decodeCarried(r)
 		if err != nil {
@@ -230,16 +251,31 @@ func (a *sqlApplier) loadCarry(ctx context.Context, tx store.Tx, ids []string) (
 	return out, nil
 }
 
+// saveCarry keeps the batch's carried state in memory, packed, and spills
+// what does not fit the budget to the carry table in the batch's
+// transaction. Memory changes only once the batch committed.
 func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx, next, prev map[string]*carried) error {
-	var rows []store.Carry
-	var drop []string
-	for _, id := range slices.Sorted(maps.Keys(next)) {
+	put := make(map[string][]byte, len(next))
+	for id, cr := range next {
+		switch {
+		case cr != nil:
+			// Packed into the scratch buffer, kept at its exact size.
+			a.scratch = cr.pack(id, a.scratch[:0])
+			put[id] = bytes.Clone(a.scratch)
+		case prev[id] != nil:
+			put[id] = nil // forgotten; a spilled row of it is stale now
+		}
+	}
+	evict := a.mem.plan(put)
+	rows := make([]store.Carry, 0, len(evict))
+	for _, id := range evict {
 		cr := next[id]
 		if cr == nil {
-			if prev[id] != nil {
-				drop = append(drop, id)
+			b, _ := a.mem.get(id)
+			var err error
+			if cr, err = unpackCarried(id, b); err != nil {
+				return err
 			}
-			continue
 		}
 		r, err := cr.encode(id)
 		if err != nil {
@@ -247,10 +283,16 @@ func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx, next, prev map[
 		}
 		rows = append(rows, r)
 	}
-	return tx.SaveCarry(ctx, a.runID, rows, drop)
+	slices.SortFunc(rows, func(x, y store.Carry) int { return strings.Compare(x.ProviderID, y.ProviderID) })
+	a.pending = carryChange{put: put, evict: evict}
+	return tx.SaveCarry(ctx, a.runID, rows, nil)
 }
 
-func (a *sqlApplier) committed(*batch)                             {}
+func (a *sqlApplier) committed(*batch) {
+	a.mem.commit(a.pending)
+	a.pending = carryChange{}
+}
+
 func (a *sqlApplier) state(_ string, st models.State) models.State { return st }
 func (a *sqlApplier) finish(ctx context.Context) error             { return a.st.ForgetCarry(ctx, a.runID) }
 func (a *sqlApplier) writes() bool                                 { return true }

@@ -54,6 +54,10 @@ type Options struct {
 
 	// BatchSize is how many payments one write transaction covers.
 	BatchSize int // default 1000
+	// CarryMemory is how many bytes of what a run carries between batches
+	// it keeps in memory before spilling the oldest to the carry table:
+	// 0 is DefaultCarryMemory, negative keeps nothing in memory.
+	CarryMemory int
 
 	// The stuck-payment path: re-fetch up to StuckLimit non-terminal
 	// payments whose source_updated_at is older than StuckAfter.
@@ -240,7 +244,7 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 	case o.delivers():
 		h.ap = newDeliverApplier(provider, h.run.ID)
 	default:
-		h.ap = &sqlApplier{st: o.Store, runID: h.run.ID, provider: provider, account: o.Account}
+		h.ap = &sqlApplier{st: o.Store, runID: h.run.ID, provider: provider, account: o.Account, mem: newCarryMem(o.CarryMemory)}
 	}
 	if !o.SkipLock {
 		// We hold the lock, so any other running run of this account died.

@@ -34,6 +34,9 @@ type variant struct {
 	batchSize int
 	interrupt bool // cancel the first run part-way, then resume
 	race      bool // deliver a share of the webhooks while the job runs
+	// carryMemory is Options.CarryMemory: 0 the default budget, -1 every
+	// carried payment spilled to the carry table, a few KiB some of them.
+	carryMemory int
 }
 
 var metamorphicVariants = []variant{
@@ -44,6 +47,8 @@ var metamorphicVariants = []variant{
 	{name: "30% lost, interrupted and resumed", lossSeed: 4, loss: 30, batchSize: 25, interrupt: true},
 	{name: "30% lost, webhooks racing the job", lossSeed: 5, loss: 30, batchSize: 50, race: true},
 	{name: "every webhook lost", lossSeed: 6, loss: 100, batchSize: 100},
+	{name: "every webhook lost, the carry spilled", lossSeed: 6, loss: 100, batchSize: 7, carryMemory: -1},
+	{name: "30% lost, batch 7, the carry partly spilled", lossSeed: 2, loss: 30, batchSize: 7, carryMemory: 8 << 10},
 }
 
 func TestMetamorphicStripe(t *testing.T) {
@@ -107,7 +112,7 @@ func runVariant(t *testing.T, store string, v variant) []string {
 		require.NoError(t, webhooksim.Apply(ctx, e.db.DB, "stripe", d))
 	}
 	opts := func(o *reconcile.Options) {
-		o.Since, o.BatchSize = since, v.batchSize
+		o.Since, o.BatchSize, o.CarryMemory = since, v.batchSize, v.carryMemory
 	}
 	var runIDs []int64
 	switch {

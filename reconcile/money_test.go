@@ -206,7 +206,11 @@ func TestOutcomeIndependentOfBatchSize(t *testing.T) {
 		t.Run(store, func(t *testing.T) {
 			t.Parallel()
 			var want [3][]string
-			for i, size := range []int{1000, 7, 1} {
+			// Batch sizes, and what the run carries between batches kept
+			// in memory (0: the default budget), spilled to the carry table
+			// in part (a budget of 4 KiB) or wholly (-1).
+			for i, v := range []struct{ size, carry int }{{1000, 0}, {7, 0}, {1, 0}, {7, -1}, {25, 4 << 10}} {
+				size := v.size
 				e := newEnvSerial(t, store)
 				e.acct.Generate(stripefake.GenOptions{Payments: 300, Start: at(-24 * 6), End: at(-1), Seed: 11})
 				// Webhooks lost per event, the rest delivered in random order.
@@ -222,7 +226,7 @@ func TestOutcomeIndependentOfBatchSize(t *testing.T) {
 				for _, d := range kept {
 					require.NoError(t, webhooksim.Apply(context.Background(), e.db.DB, "stripe", d))
 				}
-				res := e.run(func(o *reconcile.Options) { o.BatchSize = size })
+				res := e.run(func(o *reconcile.Options) { o.BatchSize, o.CarryMemory = size, v.carry })
 				rows, events, items := e.outcomeOf(res.Run.ID)
 				require.NotEmpty(t, items)
 				// Over the run's window (the default 25 hours): payments whose
@@ -233,9 +237,9 @@ func TestOutcomeIndependentOfBatchSize(t *testing.T) {
 					want = [3][]string{rows, events, items}
 					continue
 				}
-				require.Equal(t, strings.Join(want[0], "\n"), strings.Join(rows, "\n"), "rows at batch size %d", size)
-				require.Equal(t, want[1], events, "synthetic events at batch size %d", size)
-				require.Equal(t, strings.Join(want[2], "\n"), strings.Join(items, "\n"), "items at batch size %d", size)
+				require.Equal(t, strings.Join(want[0], "\n"), strings.Join(rows, "\n"), "rows at batch size %d, carry memory %d", size, v.carry)
+				require.Equal(t, want[1], events, "synthetic events at batch size %d, carry memory %d", size, v.carry)
+				require.Equal(t, strings.Join(want[2], "\n"), strings.Join(items, "\n"), "items at batch size %d, carry memory %d", size, v.carry)
 			}
 		})
 	}

@@ -1,0 +1,121 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// fill sets every field reachable from v to a random value that is not
+// the zero value (pointers, slices and maps included), so that a field
+// pack forgets cannot round-trip.
+func fill(t *testing.T, r *rand.Rand, v reflect.Value, path string) {
+	t.Helper()
+	if v.Type() == reflect.TypeFor[time.Time]() {
+		v.Set(reflect.ValueOf(time.Unix(r.Int64N(4e9), r.Int64N(1e9)).UTC()))
+		return
+	}
+	if v.Type() == reflect.TypeFor[json.RawMessage]() {
+		v.SetBytes(fmt.Appendf(nil, `{"n":%d}`, r.Int()))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !v.Field(i).CanSet() {
+				// unexported fields of carried are set through
+				// reflect.NewAt below.
+				fv := reflect.NewAt(f.Type, v.Field(i).Addr().UnsafePointer()).Elem()
+				fill(t, r, fv, path+"."+f.Name)
+				continue
+			}
+			fill(t, r, v.Field(i), path+"."+f.Name)
+		}
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, r, v.Elem(), path)
+	case reflect.Slice:
+		n := 1 + r.IntN(3)
+		v.Set(reflect.MakeSlice(v.Type(), n, n))
+		for i := range n {
+			fill(t, r, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.String:
+		v.SetString(fmt.Sprintf("s%d", r.IntN(1e6)))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		v.SetInt(r.Int64N(1<<40) - 1<<39 | 1)
+	default:
+		t.Fatalf("%s: fill does not know %s; teach it and pack", path, v.Kind())
+	}
+}
+
+func TestCarryPackRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 200 {
+		var c carried
+		fill(t, r, reflect.ValueOf(&c).Elem(), "carried")
+		id := "pi_x"
+		if i%2 == 0 {
+			for j := range c.facts {
+				c.facts[j].ProviderID = id // the common case: written once
+			}
+		}
+		if i%3 == 0 {
+			c.before.At, c.before.SettledAt = nil, &time.Time{}
+			c.facts[0].RefundSince, c.facts[0].Payload = time.Time{}, nil
+		}
+		b := c.pack(id, nil)
+		got, err := unpackCarried(id, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(*got, c) {
+			t.Fatalf("round trip %d:\n got  %+v\n want %+v", i, *got, c)
+		}
+		// Every truncation is an error, never a panic or a silent value.
+		for n := range len(b) {
+			if _, err := unpackCarried(id, b[:n]); err == nil {
+				t.Fatalf("round trip %d: %d of %d bytes unpacked without an error", i, n, len(b))
+			}
+		}
+	}
+}
+
+func TestCarryMemSpillsOldestFirst(t *testing.T) {
+	b := func(n int) []byte { return make([]byte, n) }
+	m := newCarryMem(3 * entrySize("a", b(100)))
+	m.commit(carryChange{put: map[string][]byte{"a": b(100), "b": b(100)}})
+	m.commit(carryChange{put: map[string][]byte{"c": b(100)}})
+	m.commit(carryChange{put: map[string][]byte{"a": b(100)}}) // a is now the newest
+	if got := m.plan(map[string][]byte{"d": b(100)}); !reflect.DeepEqual(got, []string{"b"}) {
+		t.Fatalf("evict = %v, want [b], the oldest", got)
+	}
+	m.commit(carryChange{put: map[string][]byte{"d": b(100)}, evict: []string{"b"}})
+	if _, ok := m.get("b"); ok {
+		t.Fatal("b still in memory after it was spilled")
+	}
+	m.commit(carryChange{put: map[string][]byte{"c": nil}})
+	if _, ok := m.get("c"); ok || m.size != 2*entrySize("a", b(100)) {
+		t.Fatalf("forgotten c: in memory %v, size %d", ok, m.size)
+	}
+	// A batch larger than the budget spills part of itself.
+	big := map[string][]byte{}
+	for i := range 10 {
+		big[fmt.Sprint("z", i)] = b(100)
+	}
+	ev := m.plan(big)
+	if len(ev) < 8 {
+		t.Fatalf("evict %v: a batch of 10 in a budget of 3 spills at least 8", ev)
+	}
+	// No memory at all: everything spills.
+	none := newCarryMem(-1)
+	if ev := none.plan(map[string][]byte{"a": b(1)}); !reflect.DeepEqual(ev, []string{"a"}) {
+		t.Fatalf("budget -1: evict %v", ev)
+	}
+}
