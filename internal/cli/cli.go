@@ -155,6 +155,9 @@ func FlagError(c *cobra.Command, err error) error {
 	case errors.As(err, &re):
 		msg = fmt.Sprintf("--%s needs a value", re.GetFlag().Name)
 	}
+	if !c.HasParent() {
+		return Usagef("%s (%s for the commands and flags)", msg, helpPointer(c))
+	}
 	return Usagef("%s: %s (%s for its flags)", path(c), msg, helpPointer(c))
 }
 

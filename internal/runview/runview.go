@@ -50,7 +50,7 @@ func Show(w io.Writer, format string, run report.RunReport) error {
 		return err
 	}
 	if run.Error != nil {
-		fmt.Fprintf(w, "\nERROR: %s\n", *run.Error)
+		fmt.Fprintf(w, "\nERROR: %s\n", oneLine(*run.Error))
 	}
 	if len(run.Items) == 0 {
 		_, err := fmt.Fprintln(w, "\nNo drift items.")
@@ -111,14 +111,20 @@ func newTable(w io.Writer, header ...string) *table {
 
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
-		cells[i] = strings.Map(func(r rune) rune {
-			if r < ' ' || r == 0x7f {
-				return ' '
-			}
-			return r
-		}, c)
+		cells[i] = oneLine(c)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+// oneLine replaces control characters (newlines, tabs, escapes) with
+// spaces: a value from a run record cannot break a line or a column.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 func (t *table) flush() error { return t.tw.Flush() }
