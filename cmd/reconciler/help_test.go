@@ -115,3 +115,45 @@ func TestCompletion(t *testing.T) {
 		require.Subset(t, got, c.want, "%v: %s", c.args, stdout.String())
 	}
 }
+
+// TestHelpAndUsageExitCodes: help is stdout and exit 0; a bare reconciler
+// prints it on stderr and exits 2; an unknown command or topic is one
+// line, exit 2.
+func TestHelpAndUsageExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{nil, 2, "", "Available Commands:"},
+		{[]string{"--help"}, 0, "Available Commands:", ""},
+		{[]string{"-h"}, 0, "Available Commands:", ""},
+		{[]string{"help"}, 0, "Available Commands:", ""},
+		{[]string{"help", "runs", "show"}, 0, "reconciler runs show ID [flags]", ""},
+		{[]string{"run", "-h"}, 0, "--dry-run", ""},
+		{[]string{"version"}, 0, "reconciler ", ""},
+		{[]string{"--version"}, 0, "reconciler ", ""},
+		{[]string{"runs"}, 2, "", "Available Commands:"},
+		{[]string{"frobnicate"}, 2, "", `reconciler: unknown command "frobnicate" for reconciler (run reconciler --help for the commands)`},
+		{[]string{"help", "frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{[]string{"--bogus"}, 2, "", "reconciler: unknown flag --bogus (run reconciler --help"},
+		{[]string{"completion", "tcsh"}, 2, "", `unknown command "tcsh" for reconciler completion`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Main(context.Background(), c.args, &stdout, &stderr, noEnv)
+		require.Equal(t, c.code, code, "%v: %s", c.args, stderr.String())
+		if c.stdout == "" {
+			require.Empty(t, stdout.String(), c.args)
+		} else {
+			require.Contains(t, stdout.String(), c.stdout, c.args)
+		}
+		if c.stderr == "" {
+			require.Empty(t, stderr.String(), c.args)
+		} else {
+			require.Contains(t, stderr.String(), c.stderr, c.args)
+		}
+		if c.code == 2 && !strings.Contains(c.stderr, "Available") {
+			require.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+		}
+	}
+}

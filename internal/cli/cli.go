@@ -98,6 +98,14 @@ func Root(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		if sub.Name() == "help" {
 			sub.Example = fmt.Sprintf("  %[1]s help run\n  %[1]s help runs list", c.Name())
+			help := sub.Run
+			sub.Run, sub.RunE = nil, func(h *cobra.Command, args []string) error {
+				if found, rest, err := c.Find(args); err == nil && len(rest) > 0 {
+					return unknownCommand(found, rest) // not cobra's "Unknown help topic" and exit 0
+				}
+				help(h, args)
+				return nil
+			}
 		}
 		if sub.Name() != "completion" {
 			continue
