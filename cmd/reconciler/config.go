@@ -14,7 +14,7 @@ func (e env) configCmd() *cobra.Command {
 	cfgPath := fs.String("config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
 	var output string
 	cli.OneOf(c, &output, "output", "o", "yaml", "output: yaml (each value's source in a comment) or json ([{key, value, source}])", "yaml", "json")
-	c.RunE = func(c *cobra.Command, args []string) error {
+	c.RunE = func(c *cobra.Command, _ []string) error {
 		stdout, getenv := e.stdout, e.getenv
 		cfg, err := loadConfig(*cfgPath, getenv)
 		if err != nil {

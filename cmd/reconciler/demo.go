@@ -27,7 +27,7 @@ func (e env) demoCmd() *cobra.Command {
 	htmlFile := fs.String("html", "reconciler-demo.html", "write the HTML report to this file")
 	verbose := fs.BoolP("verbose", "v", false, "log at info level (default: warnings only)")
 	progress := fs.Bool("progress", false, "say each phase on stderr even when it is not a terminal (on a terminal it always does)")
-	c.RunE = func(c *cobra.Command, args []string) error {
+	c.RunE = func(c *cobra.Command, _ []string) error {
 		ctx, stdout, stderr, getenv := c.Context(), e.stdout, e.stderr, e.getenv
 		level := slog.LevelWarn
 		if *verbose {

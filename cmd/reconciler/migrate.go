@@ -13,7 +13,7 @@ func (e env) migrateCmd() *cobra.Command {
 	c := cli.Command(doc("migrate"), nil)
 	fs := c.Flags()
 	cfgPath := fs.String("config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
-	c.RunE = func(c *cobra.Command, args []string) error {
+	c.RunE = func(c *cobra.Command, _ []string) error {
 		ctx, stdout, stderr, getenv := c.Context(), e.stdout, e.stderr, e.getenv
 		cfg, err := loadConfig(*cfgPath, getenv)
 		if err != nil {

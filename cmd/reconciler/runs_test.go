@@ -1,12 +1,8 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -125,29 +121,4 @@ func TestRunsListAndShow(t *testing.T) {
 		}
 	}
 	require.Len(t, w.runs(t), 2, "reading runs writes none")
-}
-
-// The read commands never create the embedded store's file: with no
-// database configured and none there, runs list, runs show and report
-// exit 2 naming DATABASE_URL and leave the directory empty.
-func TestRunsReadCommandsCreateNoDatabase(t *testing.T) {
-	t.Parallel()
-	for _, args := range [][]string{{"runs", "list"}, {"runs", "show", "1"}, {"report", "--last"}} {
-		dir := t.TempDir()
-		cmd := exec.Command(binary, args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "STRIPE_API_KEY=sk_test_x"}
-		var se bytes.Buffer
-		cmd.Stderr = &se
-		err := cmd.Run()
-		ee, ok := err.(*exec.ExitError)
-		require.True(t, ok, "%v: %v", args, err)
-		require.Equal(t, 2, ee.ExitCode(), "%v: %s", args, se.String())
-		require.Contains(t, se.String(), "DATABASE_URL", args)
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		require.Empty(t, entries, "%v created %v", args, entries)
-		_, err = os.Stat(filepath.Join(dir, "reconciler.db"))
-		require.True(t, os.IsNotExist(err))
-	}
 }
