@@ -116,10 +116,18 @@ func Root(c *cobra.Command) {
 			return Exit(2)
 		}
 		for _, sh := range sub.Commands() {
-			sh.Example = fmt.Sprintf("  %[1]s completion %[2]s > ~/.%[1]s-completion.%[2]s", c.Name(), sh.Name())
+			sh.Example = strings.ReplaceAll(shellExamples[sh.Name()], "PROG", c.Name())
 		}
 		sub.Example = fmt.Sprintf("  source <(%s completion bash)", c.Name())
 	}
+}
+
+// shellExamples install each shell's completion script (PROG: the program).
+var shellExamples = map[string]string{
+	"bash":       "  # This session only; for every session, write it to /etc/bash_completion.d/PROG\n  source <(PROG completion bash)",
+	"zsh":        "  # Once, then start a new shell (compinit must be enabled)\n  PROG completion zsh > \"${fpath[1]}/_PROG\"",
+	"fish":       "  PROG completion fish > ~/.config/fish/completions/PROG.fish",
+	"powershell": "  # This session only; add it to $PROFILE for every session\n  PROG completion powershell | Out-String | Invoke-Expression",
 }
 
 // path is the command's path without the program's name ("runs list").

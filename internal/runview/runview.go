@@ -60,7 +60,7 @@ func Show(w io.Writer, format string, run report.RunReport) error {
 	t = newTable(w, "FINGERPRINT", "KIND", "ACTION", "PAYMENT", "LOCAL", "PROVIDER", "AMOUNT", "STATUS")
 	for _, it := range run.Items {
 		t.row(it.Fingerprint, it.Kind, it.ActionLabel(), it.ProviderID, orNone(it.LocalState), orNone(it.ProviderState),
-			report.MajorUnits(it.Amount, it.Currency)+" "+it.Currency, dash(it.Status))
+			report.MajorUnits(it.Amount, it.Currency)+" "+strings.ToUpper(it.Currency), dash(it.Status))
 	}
 	return t.flush()
 }
