@@ -53,6 +53,7 @@ var Limits = []Limit{
 	{Flag: "--seed", Min: 0, Max: math.MaxInt64, Integer: true, Hint: "use 0 or more"},
 	{Flag: "--sample", Min: 1, Max: 1000000, Integer: true, Hint: "use 1 to 1000000 payments, or --all"},
 	{Flag: "--history", Min: 1, Max: 1000, Integer: true, Hint: "use 1 to 1000 runs"},
+	{Flag: "--limit", Min: 1, Max: 1000, Integer: true, Hint: "use 1 to 1000 runs, as GET /runs?limit= does"},
 }
 
 // LimitOf returns the row of a config key or a flag ("--batch-size").

@@ -148,7 +148,8 @@ func TestConfiguredDatabaseNeverFallsBack(t *testing.T) {
 func TestReadCommandsNeverCreateTheEmbeddedStore(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for _, args := range [][]string{{"report", "--last"}, {"report", "--run", "1", "--format", "json"}, {"ack", "fp1", "--note", "looked", "--by", "me"}} {
+	for _, args := range [][]string{{"report", "--last"}, {"report", "--run", "1", "--format", "json"}, {"ack", "fp1", "--note", "looked", "--by", "me"},
+		{"runs", "list"}, {"runs", "show", "1", "-o", "json"}} {
 		r := cliIn(t, dir, nil, args...)
 		assert.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
 		assert.Equal(t, "reconciler: no database: the embedded store reconciler.db does not exist; set DATABASE_URL or run reconciler migrate or run first\n", r.stderr, "%v", args)

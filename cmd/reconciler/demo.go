@@ -1,67 +1,65 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"runtime/debug"
 
-	"github.com/reconciler/reconciler/config"
+	"github.com/spf13/cobra"
+
+	"github.com/reconciler/reconciler/internal/cli"
 	"github.com/reconciler/reconciler/internal/demo"
 )
 
-// cmdDemo runs the whole job on a machine with only Go: fake Stripe and
+// demoCmd runs the whole job on a machine with only Go: fake Stripe and
 // GoCardless in-process on loopback, accounts with every drift kind, a local
 // database seeded as the webhooks left it, a reconciliation of each, the
 // report on the terminal and in an HTML file.
-func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := newFlagSet("demo", stderr)
-	payments := fs.Int("payments", 500, fmt.Sprintf("generated payments per provider, besides the crafted ones (0 to %d)", demo.MaxPayments))
-	seed := fs.Int64("seed", 1, "generator seed: the same seed builds the same accounts (0 or more)")
+func (e env) demoCmd() *cobra.Command {
+	c := cli.Command(doc("demo"), nil)
+	fs := c.Flags()
+	var payments int
+	var seed int64
+	cli.IntVar(fs, &payments, "payments", 500, fmt.Sprintf("generated payments per provider, besides the crafted ones (0 to %d)", demo.MaxPayments))
+	cli.IntVar(fs, &seed, "seed", 1, "generator seed: the same seed builds the same accounts (0 or more)")
 	dbFile := fs.String("db", "", "keep the local database in this file (default: a fresh throwaway file)")
 	htmlFile := fs.String("html", "reconciler-demo.html", "write the HTML report to this file")
-	verbose := fs.Bool("v", false, "log at info level (default: warnings only)")
+	verbose := fs.BoolP("verbose", "v", false, "log at info level (default: warnings only)")
 	progress := fs.Bool("progress", false, "say each phase on stderr even when it is not a terminal (on a terminal it always does)")
-	if err := parseFlags(fs, args); err != nil {
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		ctx, stdout, stderr, getenv := c.Context(), e.stdout, e.stderr, e.getenv
+		level := slog.LevelWarn
+		if *verbose {
+			level = slog.LevelInfo
+		}
+		// The demo holds both fakes' whole data set in this process (a live
+		// heap of about 100 MiB at 20,000 payments), which the job's 56 MiB
+		// soft memory limit (main) is not meant for: near it the garbage
+		// collector ran without pause, a third of the demo's CPU at 8,000
+		// payments. 1 GiB leaves the largest demo room. GOMEMLIMIT, when set,
+		// still applies.
+		if getenv("GOMEMLIMIT") == "" {
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(1 << 30))
+		}
+		var prog *demo.Progress
+		logTo := stderr
+		if live := isTerminal(stderr); live || *progress {
+			prog = demo.NewProgress(stderr, live)
+			logTo = prog // a log line ends the progress line first
+		}
+		err := demo.Run(ctx, demo.Options{
+			Payments: payments, Seed: seed, DBPath: *dbFile, HTMLPath: *htmlFile,
+			Stdout: stdout, Color: isTerminal(stdout),
+			Log:      slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level})),
+			Progress: prog,
+		})
+		// The options are the flags: what the caller can fix is a usage error.
+		var oe *demo.OptionError
+		if errors.As(err, &oe) {
+			return usagef("--%s: %v", oe.Option, oe.Err)
+		}
 		return err
 	}
-	if err := config.CheckFlagInt("--payments", int64(*payments)); err != nil {
-		return err
-	}
-	if err := config.CheckFlagInt("--seed", *seed); err != nil {
-		return err
-	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	// The demo holds both fakes' whole data set in this process (a live
-	// heap of about 100 MiB at 20,000 payments), which the job's 56 MiB
-	// soft memory limit (main) is not meant for: near it the garbage
-	// collector ran without pause, a third of the demo's CPU at 8,000
-	// payments. 1 GiB leaves the largest demo room. GOMEMLIMIT, when set,
-	// still applies.
-	if getenv("GOMEMLIMIT") == "" {
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(1 << 30))
-	}
-	var prog *demo.Progress
-	logTo := stderr
-	if live := isTerminal(stderr); live || *progress {
-		prog = demo.NewProgress(stderr, live)
-		logTo = prog // a log line ends the progress line first
-	}
-	err := demo.Run(ctx, demo.Options{
-		Payments: *payments, Seed: *seed, DBPath: *dbFile, HTMLPath: *htmlFile,
-		Stdout: stdout, Color: isTerminal(stdout),
-		Log:      slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level})),
-		Progress: prog,
-	})
-	// The options are the flags: what the caller can fix is a usage error.
-	var oe *demo.OptionError
-	if errors.As(err, &oe) {
-		return usagef("--%s: %v", oe.Option, oe.Err)
-	}
-	return err
+	return c
 }

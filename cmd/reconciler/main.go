@@ -5,9 +5,8 @@ package main
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,8 +15,12 @@ import (
 	"syscall"
 	_ "time/tzdata" // the container has no zoneinfo; CRON_TZ and serve.time_zone need it
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/buildinfo"
+	"github.com/reconciler/reconciler/internal/cli"
 	"github.com/reconciler/reconciler/internal/logging"
 	"github.com/reconciler/reconciler/internal/profiling"
 	"github.com/reconciler/reconciler/reconcile"
@@ -39,12 +42,15 @@ const (
 // It is the run service's, whose errors about the flags' values exit 2 too.
 type usageError = runner.UsageError
 
-func usagef(format string, a ...any) error { return usageError{Err: fmt.Errorf(format, a...)} }
+var usagef = cli.Usagef
 
-// usage is the top-level help.
+// helpFiles holds each command's help: use line, summary, description and
+// examples (cli.ReadDoc), kept out of the code.
 //
-//go:embed usage.txt
-var usage string
+//go:embed help/*.txt
+var helpFiles embed.FS
+
+func doc(name string) cli.Doc { return cli.MustDoc(helpFiles, "help/"+name+".txt") }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -69,52 +75,48 @@ func main() {
 	os.Exit(code)
 }
 
+// env is what every command takes from the process.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
 // Main runs one command and returns its exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return exitUsage
-	}
-	var err error
-	switch args[0] {
-	case "run":
-		err = cmdRun(ctx, args[1:], stdout, stderr, getenv)
-	case "migrate":
-		err = cmdMigrate(ctx, args[1:], stdout, stderr, getenv)
-	case "serve":
-		err = cmdServe(ctx, args[1:], stdout, stderr, getenv)
-	case "report":
-		err = cmdReport(ctx, args[1:], stdout, stderr, getenv)
-	case "demo":
-		err = cmdDemo(ctx, args[1:], stdout, stderr, getenv)
-	case "verify":
-		return cmdVerifyMain(ctx, args[1:], stdout, stderr, getenv)
-	case "payouts":
-		return cmdPayoutsMain(ctx, args[1:], stdout, stderr, getenv)
-	case "ack":
-		err = cmdAck(ctx, args[1:], stdout, stderr, getenv)
-	case "config":
-		err = cmdConfig(args[1:], stdout, stderr, getenv)
-	case "version", "--version":
-		fmt.Fprintf(stdout, "reconciler %s\n", buildinfo.Version(version))
-		return exitOK
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
-	default:
-		fmt.Fprintf(stderr, "reconciler: unknown command %s (run reconciler help for the commands)\n", config.Quote(args[0]))
-		return exitUsage
-	}
-	return exitCode(err, stderr)
+	root := newRoot(env{stdout, stderr, getenv})
+	root.SetArgs(args)
+	return exitCode(root.ExecuteContext(ctx), stderr)
+}
+
+// newRoot is the command tree; a bare reconciler prints its help on
+// stderr and exits 2.
+func newRoot(e env) *cobra.Command {
+	root := cli.Command(doc("reconciler"), func(c *cobra.Command, _ []string) error {
+		c.SetOut(e.stderr)
+		_ = c.Help()
+		return cli.Exit(exitUsage)
+	})
+	root.Version = buildinfo.Version(version)
+	root.SetVersionTemplate("reconciler {{.Version}}\n")
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.AddCommand(e.runCmd(), e.migrateCmd(), e.serveCmd(), e.reportCmd(), e.verifyCmd(), e.payoutsCmd(),
+		e.ackCmd(), e.configCmd(), e.runsCmd(), e.demoCmd(), cli.Command(doc("version"), func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(e.stdout, "reconciler %s\n", root.Version)
+			return err
+		}))
+	cli.Root(root)
+	return root
 }
 
 // exitCode prints err (one line) and maps it to an exit code.
 func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
+	var exit cli.Exit
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
 		return exitOK
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+	case errors.As(err, &exit):
+		return int(exit)
 	}
 	// One line, whatever the error quotes: no value can forge a log line.
 	fmt.Fprintf(stderr, "reconciler: %s\n", config.OneLine(err.Error()))

@@ -200,7 +200,7 @@ func TestUsageAndConfigErrorsExit2BeforeTheDatabase(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown flag", w.env, []string{"run", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"unknown flag", w.env, []string{"run", "--bogus"}, "run: unknown flag --bogus (run reconciler run --help for its flags)"},
 		{"bad since", w.env, []string{"run", "--since", "last tuesday"}, "--since"},
 		{"since after until", w.env, []string{"run", "--since", "2026-11-02", "--until", "2026-11-01"}, "must be before --until"},
 		{"bad format", w.env, []string{"run", "--format", "pdf"}, "--format"},

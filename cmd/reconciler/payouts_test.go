@@ -98,9 +98,10 @@ func TestPayoutsBinaryExitCodes(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, csvRows(t, r.stdout))
 
-	r = cli(t, w.env, "payouts", "-h")
+	r = cli(t, w.env, "payouts", "-h") // help goes to stdout, as cobra's does
 	require.Equal(t, 0, r.code)
-	require.Contains(t, r.stderr, "Exit codes: 0 no payout mismatches, 4 one does")
+	require.Contains(t, r.stdout, "Exit codes: 0 no payout mismatches, 4 one does")
+	require.Empty(t, r.stderr)
 	r = cli(t, w.env, "help")
 	require.Contains(t, r.stdout, "reconciler payouts --provider NAME")
 	require.Contains(t, r.stdout, "(payouts) a payout mismatches")
@@ -127,7 +128,7 @@ func TestPayoutsBinaryBadInput(t *testing.T) {
 			"--account: gocardless has no connected accounts"},
 		{[]string{"--provider", "stripe", "--account", "acct_1; DROP TABLE payments", "--since", "2026-11-01"}, nil, "--account: "},
 		{[]string{"--provider", "stripe", "--since", "2026-11-01", "extra"}, nil, `payouts: unexpected argument "extra"`},
-		{[]string{"--provider", "stripe", "--since", "2026-11-01", "--bogus"}, nil, "payouts: flag provided but not defined: -bogus"},
+		{[]string{"--provider", "stripe", "--since", "2026-11-01", "--bogus"}, nil, "payouts: unknown flag --bogus (run reconciler payouts --help for its flags)"},
 		{[]string{"--provider", "gocardless", "--since", "2026-11-01"}, nil, "GOCARDLESS_ACCESS_TOKEN: is not set"},
 		{[]string{"--provider", "stripe", "--since", "2026-11-01"}, map[string]string{"STRIPE_API_KEY": ""}, "STRIPE_API_KEY: is not set"},
 	} {

@@ -8,8 +8,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/buildinfo"
+	"github.com/reconciler/reconciler/internal/cli"
 	"github.com/reconciler/reconciler/internal/profiling"
 	"github.com/reconciler/reconciler/metrics"
 	"github.com/reconciler/reconciler/models"
@@ -19,79 +23,61 @@ import (
 )
 
 type runFlags struct {
-	config, since, until, window, reportFile, format, trigger, lockWait string
-	accountsFrom, shard, mode, repair                                   string
-	providers, accounts                                                 multiFlag
-	dryRun, noMigrate                                                   bool
-	batchSize, concurrency                                              int
+	config, since, until, reportFile, format, trigger, accountsFrom, shard, mode, repair string
+	providers, accounts                                                                  []string
+	dryRun, noMigrate                                                                    bool
+	batchSize, concurrency                                                               int
+	window, lockWait                                                                     time.Duration
 }
 
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
+func (e env) runCmd() *cobra.Command {
 	var f runFlags
-	fs := newFlagSet("run", stderr)
+	c := cli.Command(doc("run"), func(c *cobra.Command, _ []string) error { return e.run(c.Context(), c.Flags(), f) })
+	fs := c.Flags()
 	fs.StringVar(&f.config, "config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
-	fs.Var(&f.providers, "provider", "provider to reconcile (repeatable; default: every configured one)")
-	fs.Var(&f.accounts, "account", "connected account id, acct_… (repeatable; default: the configured accounts)")
+	fs.StringArrayVar(&f.providers, "provider", nil, "provider to reconcile, stripe or gocardless (repeatable; default: every configured one)")
+	fs.StringArrayVar(&f.accounts, "account", nil, "Stripe connected account id, acct_… (repeatable; default: the configured accounts)")
 	fs.StringVar(&f.since, "since", "", "window start, RFC 3339 or date (default: until - window - overlap, or the last checkpoint)")
 	fs.StringVar(&f.until, "until", "", "window end, exclusive (default: now)")
-	fs.StringVar(&f.window, "window", "", "window length when --since is not given (default from config: 24h)")
-	fs.StringVar(&f.mode, "mode", reconcile.ModeAuto, "how the window is read: auto (the event log, and object listing for any part older than it), listing (object listing only) or events (the event log only)")
+	cli.DurationVar(fs, &f.window, "window", "window length when --since is not given (default from config: 24h)")
+	cli.OneOf(c, &f.mode, "mode", "", reconcile.ModeAuto, "how the window is read: auto (the event log, and object listing for any part older than it), listing (object listing only) or events (the event log only)", reconcile.ModeAuto, reconcile.ModeListing, reconcile.ModeEvents)
 	fs.StringVar(&f.repair, "repair", "", "apply (repair the rows) or deliver (record the missed events unprocessed for your own webhook worker; write no payment); default from config run.repair: apply")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report, but write only the run and its drift items")
 	fs.StringVar(&f.reportFile, "report", "", "write the report to this file (default: stdout)")
-	fs.StringVar(&f.format, "format", "md", "report format: json, csv, md, html or text")
-	fs.StringVar(&f.trigger, "trigger", models.TriggerManual, "what started the run, recorded on it: manual, schedule or api")
+	cli.OneOf(c, &f.format, "format", "", "md", "report format", report.Formats...)
+	cli.OneOf(c, &f.trigger, "trigger", "", models.TriggerManual, "what started the run, recorded on it", models.TriggerManual, models.TriggerSchedule, models.TriggerAPI)
 	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply pending migrations first")
-	fs.IntVar(&f.batchSize, "batch-size", 0, "payments per write transaction (default from config)")
-	fs.StringVar(&f.lockWait, "lock-wait", "", "keep trying this long for a lock another run holds before exit code 3 (default from config: 0s)")
+	cli.IntVar(fs, &f.batchSize, "batch-size", 0, "payments per write transaction (default from config)")
+	cli.DurationVar(fs, &f.lockWait, "lock-wait", "keep trying this long for a lock another run holds before exit code 3 (default from config: 0s)")
 	fs.StringVar(&f.accountsFrom, "accounts-from", "", "Stripe connected accounts to reconcile, instead of --account and the configured ones: a file (one acct_… a line, # comments) or \"stripe\" (list them through the API)")
-	fs.IntVar(&f.concurrency, "concurrency", runner.DefaultConcurrency, "accounts reconciled at once (1..64), sharing one Stripe request budget")
+	cli.IntVar(fs, &f.concurrency, "concurrency", runner.DefaultConcurrency, "accounts reconciled at once (1..64), sharing one Stripe request budget")
 	fs.StringVar(&f.shard, "shard", "", "take only the accounts of shard INDEX/COUNT, e.g. 2/8 (default: $JOB_COMPLETION_INDEX/$RECONCILER_SHARD_COUNT when set)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+	cli.Values(c, "repair", reconcile.RepairModes...)
+	return c
+}
 
+func (e env) run(ctx context.Context, fs *pflag.FlagSet, f runFlags) (err error) {
+	stdout, stderr, getenv := e.stdout, e.stderr, e.getenv
 	// Everything is validated before anything touches the database.
 	cfg, err := loadConfig(f.config, getenv)
 	if err != nil {
 		return err
 	}
-	since, until, err := parseWindow(f.since, f.until)
+	since, until, err := config.ParseWindow(f.since, f.until)
 	if err != nil {
 		return err
 	}
 	if err := notFuture(since, until, f.since, f.until); err != nil {
 		return err
 	}
-	if given(fs, "window") {
-		d, err := config.ParseFlagDuration("--window", f.window)
-		if err != nil {
-			return err
-		}
-		cfg.Run.Window = config.Duration(d)
+	if fs.Changed("window") {
+		cfg.Run.Window = config.Duration(f.window)
 	}
-	for _, err := range []error{config.CheckFlagOneOf("--format", "format", f.format, report.Formats...),
-		config.CheckFlagOneOf("--mode", "mode", f.mode, reconcile.ModeAuto, reconcile.ModeListing, reconcile.ModeEvents),
-		config.CheckFlagOneOf("--trigger", "trigger", f.trigger, models.TriggerManual, models.TriggerSchedule, models.TriggerAPI)} {
-		if err != nil {
-			return err
-		}
+	if fs.Changed("lock-wait") {
+		cfg.Run.LockWait = config.Duration(f.lockWait)
 	}
-	if given(fs, "lock-wait") {
-		d, err := config.ParseFlagDuration("--lock-wait", f.lockWait)
-		if err != nil {
-			return err
-		}
-		cfg.Run.LockWait = config.Duration(d)
-	}
-	if given(fs, "batch-size") {
-		if err := config.CheckFlagInt("--batch-size", int64(f.batchSize)); err != nil {
-			return err
-		}
+	if fs.Changed("batch-size") {
 		cfg.Run.BatchSize = f.batchSize
-	}
-	if err := config.CheckFlagInt("--concurrency", int64(f.concurrency)); err != nil {
-		return err
 	}
 	jobs, err := runner.Plan(cfg, f.providers, f.accounts)
 	if err != nil {

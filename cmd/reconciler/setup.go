@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -16,60 +13,9 @@ import (
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/internal/logging"
-	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/store"
 )
-
-// multiFlag collects a repeatable flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// parseFlags parses args, turning any flag error into a usage error: one
-// line naming the flag, never the flag package's usage dump (that is -h's).
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	out := fs.Output()
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return err
-		}
-		return usagef("%s: %v (run reconciler %s -h for its flags)", fs.Name(), err, fs.Name())
-	}
-	if fs.NArg() > 0 {
-		return usageError{Err: fmt.Errorf("%s: %w %s (flags come before nothing else; run reconciler %s -h)", fs.Name(), errUnexpectedArg, config.Quote(fs.Arg(0)), fs.Name())}
-	}
-	return nil
-}
-
-var errUnexpectedArg = errors.New("unexpected argument")
-
-// parseInterleaved parses fs from args in which flags and positional
-// arguments mix ("ack FP1 FP2 --note TEXT"), and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) (pos []string, err error) {
-	for err = parseFlags(fs, args); err != nil && errors.Is(err, errUnexpectedArg); err = parseFlags(fs, args) {
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
-	}
-	return pos, err
-}
-
-// given reports whether flag name was set on the command line.
-func given(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
 
 // loadConfig reads and validates the configuration.
 func loadConfig(flagPath string, getenv func(string) string) (config.Config, error) {
@@ -87,36 +33,18 @@ func newLogger(cfg config.Config, stderr io.Writer) *slog.Logger {
 
 var isTerminal = logging.IsTerminal
 
-// openDB opens the configured database (dbopen.Open) and its store; closeDB
-// releases the connections. migrated: the schema must be there, with no
-// migration pending (for the commands that only read it), and an embedded
-// store's file is never created.
+// openDB opens the configured database and its store (dbopen.OpenStore);
+// closeDB releases the connections. migrated: the schema must be there,
+// with no migration pending (for the commands that only read it), and an
+// embedded store's file is never created (a usage error: exit 2).
 func openDB(ctx context.Context, cfg config.Config, log *slog.Logger, migrated bool) (db *gorm.DB, st store.Store, closeDB func(), err error) {
 	d := cfg.Database
 	reason, _ := cfg.EmbeddedStore()
-	db, err = dbopen.Open(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log, Reason: reason, MustExist: migrated})
+	db, st, closeDB, err = dbopen.OpenStore(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log, Reason: reason, MustExist: migrated})
 	if errors.Is(err, dbopen.ErrNoEmbeddedStore) {
-		return nil, nil, nil, usageError{Err: err}
-	} else if err != nil {
-		return nil, nil, nil, err
+		err = usageError{Err: err}
 	}
-	closeDB = func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	}
-	if migrated {
-		if pending, err := models.Pending(ctx, db); err != nil || len(pending) > 0 {
-			closeDB()
-			return nil, nil, nil, errors.New("the database has no reconciler schema or pending migrations: run reconciler migrate")
-		}
-	}
-	return db, dbopen.Store(db, nil), closeDB, nil
-}
-
-// parseWindow parses --since and --until, either of which may be empty.
-func parseWindow(sinceFlag, untilFlag string) (since, until time.Time, err error) {
-	return config.ParseWindow(sinceFlag, untilFlag)
+	return db, st, closeDB, err
 }
 
 // notFuture is the clock's part of the engine's window check, for run:

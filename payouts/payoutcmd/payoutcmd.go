@@ -9,12 +9,13 @@ package payoutcmd
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/dbopen"
@@ -34,36 +35,30 @@ type Env struct {
 
 func usagef(format string, a ...any) error { return runner.UsageError{Err: fmt.Errorf(format, a...)} }
 
-// Run parses args, reconciles the payouts of one provider account created
-// in [--since, --until) and writes the report to Stdout; it reports whether
+// Flags are the command's flags.
+type Flags struct {
+	Config, Provider, Account, Since, Until, Output string
+}
+
+// Bind defines the flags on fs, with their help.
+func (f *Flags) Bind(fs *pflag.FlagSet) {
+	fs.StringVar(&f.Config, "config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
+	fs.StringVar(&f.Provider, "provider", "", "stripe or gocardless (required)")
+	fs.StringVar(&f.Account, "account", "", "Stripe connected account id, acct_… (default: the platform)")
+	fs.StringVar(&f.Since, "since", "", "payouts created from, RFC 3339 or date (required)")
+	fs.StringVar(&f.Until, "until", "", "payouts created before, exclusive (default: now)")
+	fs.StringVarP(&f.Output, "output", "o", "text", "output: csv, json or text")
+}
+
+// Run reconciles the payouts of one provider account created in
+// [--since, --until) and writes the report to Stdout; it reports whether
 // a payout mismatches (the command exits 4). A mistake in the flags or the
 // configuration is a runner.UsageError or a *config.Error (exit 2), found
-// before anything is read or written; -h is flag.ErrHelp. It writes nothing
-// to the database, and never creates the embedded store's file.
-func Run(ctx context.Context, args []string, env Env) (mismatch bool, err error) {
-	var cfgPath, provider, account, sinceFlag, untilFlag, output string
-	fs := flag.NewFlagSet("payouts", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&cfgPath, "config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
-	fs.StringVar(&provider, "provider", "", "stripe or gocardless (required)")
-	fs.StringVar(&account, "account", "", "Stripe connected account id, acct_… (default: the platform)")
-	fs.StringVar(&sinceFlag, "since", "", "payouts created from, RFC 3339 or date (required)")
-	fs.StringVar(&untilFlag, "until", "", "payouts created before, exclusive (default: now)")
-	fs.StringVar(&output, "o", "text", "output: csv, json or text")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(env.Stderr)
-			fmt.Fprintln(env.Stderr, "Usage: reconciler payouts --provider NAME [--account ID] --since T [--until T] [-o csv|json|text]\n\n"+
-				"Reconciles each payout created in the window against its lines and the rows that name it (docs/payouts.md).\n"+
-				"Exit codes: 0 no payout mismatches, 4 one does, 1 failed, 2 usage or configuration error. Nothing is written to the database.")
-			fs.PrintDefaults()
-			return false, err
-		}
-		return false, usagef("payouts: %v (run reconciler payouts -h for its flags)", err)
-	}
+// before anything is read or written. It writes nothing to the database,
+// and never creates the embedded store's file.
+func Run(ctx context.Context, f Flags, env Env) (mismatch bool, err error) {
+	cfgPath, provider, account, sinceFlag, untilFlag, output := f.Config, f.Provider, f.Account, f.Since, f.Until, f.Output
 	switch {
-	case fs.NArg() > 0:
-		return false, usagef("payouts: unexpected argument %s (run reconciler payouts -h)", config.Quote(fs.Arg(0)))
 	case provider == "":
 		return false, usagef("--provider is required: give --provider stripe or --provider gocardless")
 	case sinceFlag == "":
