@@ -120,7 +120,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 			if row.Exists && (row.State == st.To || !models.CanReach(row.State, st.To)) {
 				continue
 			}
-			if prev := b.prev[id]; prev == nil || !slices.Contains(prev.tried, stepKey(st)) {
+			if prev := b.prev[id]; prev == nil || !prev.sent(st) {
 				todo[id] = append(todo[id], st)
 			}
 		}
@@ -228,7 +228,7 @@ func (a *sqlApplier) loadCarry(ctx context.Context, tx store.Tx, ids []string) (
 			spilled = append(spilled, id)
 			continue
 		}
-		cr, err := unpackCarried(id, b)
+		cr, err := unpackCarried(id, b, a.mem.tab)
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +260,7 @@ func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx, next, prev map[
 		switch {
 		case cr != nil:
 			// Packed into the scratch buffer, kept at its exact size.
-			a.scratch = cr.pack(id, a.scratch[:0])
+			a.scratch = cr.pack(id, a.scratch[:0], a.mem.tab)
 			put[id] = bytes.Clone(a.scratch)
 		case prev[id] != nil:
 			put[id] = nil // forgotten; a spilled row of it is stale now
@@ -273,7 +273,7 @@ func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx, next, prev map[
 		if cr == nil {
 			b, _ := a.mem.get(id)
 			var err error
-			if cr, err = unpackCarried(id, b); err != nil {
+			if cr, err = unpackCarried(id, b, a.mem.tab); err != nil {
 				return err
 			}
 		}

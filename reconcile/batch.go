@@ -162,7 +162,7 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 		o, pl, prev := b.out[id], b.plans[id], b.prev[id]
 		cr := &carried{before: b.befores[id], facts: b.byID[id], applied: o.applied, inserted: o.inserted}
 		for _, st := range pl.Steps {
-			cr.tried = append(cr.tried, stepKey(st))
+			cr.tried = append(cr.tried, triedOf(st))
 		}
 		if prev != nil {
 			cr.facts = append(slices.Clip(prev.facts), b.byID[id]...)

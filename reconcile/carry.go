@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/store"
 )
 
@@ -24,7 +25,25 @@ type carried struct {
 	pending bool
 	items   counts // the items written for it so far, by action
 	drifted bool   // it has items
-	tried   []string
+	tried   []tried // the steps sent for it so far
+}
+
+// tried is a step the run has sent (or, for a created row, made).
+type tried struct {
+	To models.State `json:"to"`
+	At time.Time    `json:"at"`
+}
+
+func triedOf(s Step) tried { return tried{To: s.To, At: s.At} }
+
+// sent says whether the run has sent step s.
+func (c *carried) sent(s Step) bool {
+	for _, t := range c.tried {
+		if t.To == s.To && t.At.Equal(s.At) {
+			return true
+		}
+	}
+	return false
 }
 
 // carriedJSON is carried as the carry table stores it.
@@ -36,7 +55,7 @@ type carriedJSON struct {
 	Pending  bool     `json:"pending,omitempty"`
 	Items    counts   `json:"items"`
 	Drifted  bool     `json:"drifted,omitempty"`
-	Tried    []string `json:"tried"`
+	Tried    []tried  `json:"tried"`
 }
 
 func (c *carried) encode(id string) (store.Carry, error) {
@@ -57,8 +76,6 @@ func decodeCarried(r store.Carry) (*carried, error) {
 // carriedBit marks, in the seen set, a payment the run carries.
 const carriedBit = 1 << 15
 
-// stepKey names a step the run has sent (or, for a created row, made).
-func stepKey(s Step) string { return string(s.To) + "@" + s.At.UTC().Format(time.RFC3339Nano) }
 
 // counts are a batch's additions to the run's counters, except Examined
 // and InSync, which are the run's totals so far (distinct payments).

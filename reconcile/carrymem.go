@@ -7,11 +7,12 @@ import (
 
 // DefaultCarryMemory is how many bytes of packed carried state a run keeps
 // in memory before it spills the oldest to the carry table.
-const DefaultCarryMemory = 16 << 20
+const DefaultCarryMemory = 8 << 20
 
-// carryEntryOverhead is what the map and the queue cost an entry beyond its
-// packed bytes and its id, counted against the budget.
-const carryEntryOverhead = 96
+// carryEntryOverhead is what an entry costs beyond its packed bytes and
+// its id, counted against the budget: its map slot and growth, its place
+// in the queue (up to two), and the allocator's rounding of both strings.
+const carryEntryOverhead = 224
 
 // carryMem is what a writing run carries, kept in memory packed (pack) up
 // to a budget, the oldest spilled to the carry table beyond it. Before it,
@@ -31,6 +32,7 @@ type carryMem struct {
 	m      map[string]carryEntry
 	queue  []carryRef // in the order entries were put; stale refs skipped
 	seq    uint64
+	tab    *strtab // the strings packed entries number
 }
 
 type carryEntry struct {
@@ -47,7 +49,7 @@ func newCarryMem(budget int) *carryMem {
 	if budget == 0 {
 		budget = DefaultCarryMemory
 	}
-	return &carryMem{budget: max(budget, 0), m: map[string]carryEntry{}}
+	return &carryMem{budget: max(budget, 0), m: map[string]carryEntry{}, tab: newStrtab()}
 }
 
 func entrySize(id string, b []byte) int { return len(id) + cap(b) + carryEntryOverhead }

@@ -17,8 +17,8 @@ import (
 // is written only when it differs. TestCarryPackRoundTrip fills every field
 // of every type packed here and fails when one is added without being
 // packed.
-func (c *carried) pack(id string, b []byte) []byte {
-	w := packer{b: b}
+func (c *carried) pack(id string, b []byte, tab *strtab) []byte {
+	w := packer{b: b, tab: tab}
 	w.local(c.before)
 	w.uint(uint64(len(c.facts)))
 	for i := range c.facts {
@@ -26,7 +26,7 @@ func (c *carried) pack(id string, b []byte) []byte {
 	}
 	w.uint(uint64(len(c.applied)))
 	for _, s := range c.applied {
-		w.step(s)
+		w.step(s, c.facts)
 	}
 	w.bools(c.inserted, c.pending, c.drifted)
 	for _, n := range [...]int64{c.items.Examined, c.items.InSync, c.items.Repaired, c.items.Refused, c.items.Reported,
@@ -35,14 +35,15 @@ func (c *carried) pack(id string, b []byte) []byte {
 	}
 	w.uint(uint64(len(c.tried)))
 	for _, t := range c.tried {
-		w.str(t)
+		w.sym(string(t.To))
+		w.time(t.At)
 	}
 	return w.b
 }
 
 // unpackCarried reads what pack wrote for payment id.
-func unpackCarried(id string, b []byte) (*carried, error) {
-	r := unpacker{b: b}
+func unpackCarried(id string, b []byte, tab *strtab) (*carried, error) {
+	r := unpacker{b: b, tab: tab}
 	c := &carried{before: r.local()}
 	if n := r.len(); n > 0 {
 		c.facts = make([]Change, n)
@@ -53,7 +54,7 @@ func unpackCarried(id string, b []byte) (*carried, error) {
 	if n := r.len(); n > 0 {
 		c.applied = make([]Step, n)
 		for i := range c.applied {
-			c.applied[i] = r.step()
+			c.applied[i] = r.step(c.facts)
 		}
 	}
 	c.inserted, c.pending, c.drifted = r.bools3()
@@ -62,9 +63,9 @@ func unpackCarried(id string, b []byte) (*carried, error) {
 		*p = r.int()
 	}
 	if n := r.len(); n > 0 {
-		c.tried = make([]string, n)
+		c.tried = make([]tried, n)
 		for i := range c.tried {
-			c.tried[i] = r.str()
+			c.tried[i] = tried{To: models.State(r.sym()), At: r.time()}
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
@@ -76,7 +77,43 @@ func unpackCarried(id string, b []byte) (*carried, error) {
 	return c, nil
 }
 
-type packer struct{ b []byte }
+type packer struct {
+	b   []byte
+	tab *strtab
+}
+
+// strtab numbers the few distinct strings that most facts repeat (states,
+// event types, currencies, the provider's own words), so that a packed
+// fact holds a small number for each. It only grows, up to strtabMax
+// strings; a string beyond it is written whole.
+type strtab struct {
+	ids  map[string]uint64
+	strs []string
+}
+
+const strtabMax = 4096
+
+func newStrtab() *strtab { return &strtab{ids: map[string]uint64{}} }
+
+// sym writes a string of few distinct values: 0 and the string, or its
+// number in the table plus one.
+func (w *packer) sym(s string) {
+	if w.tab != nil {
+		id, ok := w.tab.ids[s]
+		if !ok && len(w.tab.strs) < strtabMax {
+			id = uint64(len(w.tab.strs))
+			w.tab.ids[s] = id
+			w.tab.strs = append(w.tab.strs, s)
+			ok = true
+		}
+		if ok {
+			w.uint(id + 1)
+			return
+		}
+	}
+	w.uint(0)
+	w.str(s)
+}
 
 func (w *packer) uint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
 func (w *packer) int(v int64)   { w.b = binary.AppendVarint(w.b, v) }
@@ -114,21 +151,33 @@ func (w *packer) ptime(t *time.Time) {
 
 func (w *packer) local(l Local) {
 	w.bools(l.Exists)
-	w.str(string(l.State))
+	w.sym(string(l.State))
 	w.ptime(l.At)
 	w.int(l.Amount)
-	w.str(l.Currency)
+	w.sym(l.Currency)
 	w.int(l.AmountRefunded)
 	w.ptime(l.SettledAt)
 	w.str(l.PayoutID)
 	w.int(l.AmountCaptured)
 }
 
-func (w *packer) step(s Step) {
-	w.str(string(s.To))
+// step writes a step; its event id, most often a fact's, as that fact's
+// index plus one (0 and the id otherwise).
+func (w *packer) step(s Step, facts []Change) {
+	w.sym(string(s.To))
 	w.time(s.At)
 	w.int(s.AmountRefunded)
-	w.str(s.EventID)
+	ref := 0
+	for i := range facts {
+		if facts[i].EventID == s.EventID {
+			ref = i + 1
+			break
+		}
+	}
+	w.uint(uint64(ref))
+	if ref == 0 {
+		w.str(s.EventID)
+	}
 	w.bools(s.Inferred)
 }
 
@@ -138,26 +187,26 @@ func (w *packer) change(id string, c *Change) {
 	if pid != id {
 		w.str(pid)
 	}
-	w.str(string(c.State))
+	w.sym(string(c.State))
 	w.time(c.At)
 	w.int(c.Amount)
-	w.str(c.Currency)
+	w.sym(c.Currency)
 	w.int(c.AmountRefunded)
 	w.int(c.AmountCaptured)
 	w.str(c.PayoutID)
-	w.str(c.RawStatus)
-	w.str(c.Revert)
+	w.sym(c.RawStatus)
+	w.sym(c.Revert)
 	w.uint(uint64(len(c.RevertOnlyFrom)))
 	for _, s := range c.RevertOnlyFrom {
-		w.str(string(s))
+		w.sym(string(s))
 	}
 	w.int(c.RevertIfRefunded)
 	w.time(c.RefundSince)
 	w.str(c.Notice)
-	w.str(c.NoticeKind)
-	w.str(c.RefundNote)
+	w.sym(c.NoticeKind)
+	w.sym(c.RefundNote)
 	w.str(c.EventID)
-	w.str(c.EventType)
+	w.sym(c.EventType)
 	if c.Payload != nil {
 		w.str(string(c.Payload))
 	}
@@ -165,7 +214,20 @@ func (w *packer) change(id string, c *Change) {
 
 type unpacker struct {
 	b   []byte
+	tab *strtab
 	err error
+}
+
+func (r *unpacker) sym() string {
+	id := r.uint()
+	if id == 0 {
+		return r.str()
+	}
+	if r.tab == nil || id > uint64(len(r.tab.strs)) {
+		r.fail("string number")
+		return ""
+	}
+	return r.tab.strs[id-1]
 }
 
 func (r *unpacker) fail(what string) {
@@ -242,10 +304,10 @@ func (r *unpacker) ptime() *time.Time {
 
 func (r *unpacker) local() Local {
 	l := Local{Exists: r.bits()&1 != 0}
-	l.State = models.State(r.str())
+	l.State = models.State(r.sym())
 	l.At = r.ptime()
 	l.Amount = r.int()
-	l.Currency = r.str()
+	l.Currency = r.sym()
 	l.AmountRefunded = r.int()
 	l.SettledAt = r.ptime()
 	l.PayoutID = r.str()
@@ -253,8 +315,16 @@ func (r *unpacker) local() Local {
 	return l
 }
 
-func (r *unpacker) step() Step {
-	s := Step{To: models.State(r.str()), At: r.time(), AmountRefunded: r.int(), EventID: r.str()}
+func (r *unpacker) step(facts []Change) Step {
+	s := Step{To: models.State(r.sym()), At: r.time(), AmountRefunded: r.int()}
+	switch ref := r.uint(); {
+	case ref == 0:
+		s.EventID = r.str()
+	case ref <= uint64(len(facts)):
+		s.EventID = facts[ref-1].EventID
+	default:
+		r.fail("fact number")
+	}
 	s.Inferred = r.bits()&1 != 0
 	return s
 }
@@ -267,28 +337,28 @@ func (r *unpacker) change(id string, c *Change) {
 	if f&1 == 0 {
 		c.ProviderID = r.str()
 	}
-	c.State = models.State(r.str())
+	c.State = models.State(r.sym())
 	c.At = r.time()
 	c.Amount = r.int()
-	c.Currency = r.str()
+	c.Currency = r.sym()
 	c.AmountRefunded = r.int()
 	c.AmountCaptured = r.int()
 	c.PayoutID = r.str()
-	c.RawStatus = r.str()
-	c.Revert = r.str()
+	c.RawStatus = r.sym()
+	c.Revert = r.sym()
 	if n := r.len(); n > 0 {
 		c.RevertOnlyFrom = make([]models.State, n)
 		for i := range c.RevertOnlyFrom {
-			c.RevertOnlyFrom[i] = models.State(r.str())
+			c.RevertOnlyFrom[i] = models.State(r.sym())
 		}
 	}
 	c.RevertIfRefunded = r.int()
 	c.RefundSince = r.time()
 	c.Notice = r.str()
-	c.NoticeKind = r.str()
-	c.RefundNote = r.str()
+	c.NoticeKind = r.sym()
+	c.RefundNote = r.sym()
 	c.EventID = r.str()
-	c.EventType = r.str()
+	c.EventType = r.sym()
 	if f&256 != 0 {
 		c.Payload = []byte(r.str())
 	}

@@ -57,7 +57,8 @@ func fill(t *testing.T, r *rand.Rand, v reflect.Value, path string) {
 
 func TestCarryPackRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := range 200 {
+	tab := newStrtab()
+	for i := range 2000 {
 		var c carried
 		fill(t, r, reflect.ValueOf(&c).Elem(), "carried")
 		id := "pi_x"
@@ -70,17 +71,29 @@ func TestCarryPackRoundTrip(t *testing.T) {
 			c.before.At, c.before.SettledAt = nil, &time.Time{}
 			c.facts[0].RefundSince, c.facts[0].Payload = time.Time{}, nil
 		}
-		b := c.pack(id, nil)
-		got, err := unpackCarried(id, b)
+		if i%4 == 0 {
+			c.applied[0].EventID = c.facts[len(c.facts)-1].EventID // written as the fact's number
+		}
+		// With the string table (it fills up at strtabMax and then writes
+		// strings whole) and without.
+		tb := tab
+		if i%5 == 0 {
+			tb = nil
+		}
+		b := c.pack(id, nil, tb)
+		got, err := unpackCarried(id, b, tb)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(*got, c) {
 			t.Fatalf("round trip %d:\n got  %+v\n want %+v", i, *got, c)
 		}
+		if len(tab.strs) < strtabMax && i > 1500 {
+			t.Fatalf("the string table never filled: %d strings", len(tab.strs))
+		}
 		// Every truncation is an error, never a panic or a silent value.
 		for n := range len(b) {
-			if _, err := unpackCarried(id, b[:n]); err == nil {
+			if _, err := unpackCarried(id, b[:n], tb); err == nil {
 				t.Fatalf("round trip %d: %d of %d bytes unpacked without an error", i, n, len(b))
 			}
 		}
