@@ -23,8 +23,8 @@ type carried struct {
 	// pending: unknown locally and not creatable from the facts so far; it
 	// is fetched by id once the window has been read.
 	pending bool
-	items   counts // the items written for it so far, by action
-	drifted bool   // it has items
+	items   counts  // the items written for it so far, by action
+	drifted bool    // it has items
 	tried   []tried // the steps sent for it so far
 }
 
@@ -75,7 +75,6 @@ func decodeCarried(r store.Carry) (*carried, error) {
 
 // carriedBit marks, in the seen set, a payment the run carries.
 const carriedBit = 1 << 15
-
 
 // counts are a batch's additions to the run's counters, except Examined
 // and InSync, which are the run's totals so far (distinct payments).
