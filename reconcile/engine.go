@@ -56,7 +56,7 @@ type Options struct {
 	BatchSize int // default 1000
 	// CarryMemory is how many bytes of what a run carries between batches
 	// it keeps in memory before spilling the oldest to the carry table:
-	// 0 is DefaultCarryMemory, negative keeps nothing in memory.
+	// 0 is DefaultCarryMemory(), negative keeps nothing in memory.
 	CarryMemory int
 
 	// The stuck-payment path: re-fetch up to StuckLimit non-terminal
