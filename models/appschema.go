@@ -91,6 +91,12 @@ var EventColumns = []AppColumn{
 	{"processed_at", KindTime, false},
 	{"synthetic", KindBool, true},
 	{"run_id", KindInteger, true},
+	// The application's worker's own columns: checked when mapped, created
+	// by migrate --app-tables, never written by the job.
+	{"received_at", KindTime, true},
+	{"claimed_at", KindTime, true},
+	{"attempts", KindInteger, true},
+	{"last_error", KindText, true},
 }
 
 // DefaultAppSchema is the contract of DESIGN section 6: payments and
@@ -136,11 +142,11 @@ func (s AppSchema) Validate() error {
 		cols []AppColumn
 	}{{"schema.payments", s.Payments, PaymentColumns}, {"schema.webhook_events", s.Events, EventColumns}} {
 		if t.t.Name == "" {
-			return fmt.Errorf("%s.table: empty: name the application's table", t.key)
+			return &AppSchemaError{Key: t.key + ".table", Msg: "is empty", Hint: "name the application's table"}
 		}
 		for _, c := range t.cols {
 			if t.t.Columns[c.Name] == "" && !c.Optional {
-				return fmt.Errorf("%s.columns.%s: empty: the job needs the column; name it", t.key, c.Name)
+				return &AppSchemaError{Key: t.key + ".columns." + c.Name, Msg: "is empty", Hint: "the job needs the column: name the application's"}
 			}
 		}
 	}
@@ -148,18 +154,24 @@ func (s AppSchema) Validate() error {
 	for _, st := range States {
 		v := s.States[st]
 		if v == "" {
-			return fmt.Errorf("schema.states.%s: empty: map it to the application's word for %s", st, st)
+			return &AppSchemaError{Key: "schema.states." + string(st), Msg: "is empty", Hint: "map it to the application's value for " + string(st)}
 		}
 		if strings.ContainsAny(v, ",'") {
-			return fmt.Errorf("schema.states.%s: %q holds a comma or a quote: use the application's plain value", st, v)
+			return &AppSchemaError{Key: "schema.states." + string(st), Msg: fmt.Sprintf("%q holds a comma or a quote", v), Hint: "use the application's plain value"}
 		}
 		if o, dup := seen[v]; dup {
-			return fmt.Errorf("schema.states.%s: %q is also the value of schema.states.%s: each state needs a value of its own", st, v, o)
+			return &AppSchemaError{Key: "schema.states." + string(st), Msg: fmt.Sprintf("%q is also the value of schema.states.%s", v, o), Hint: "each state needs a value of its own: the job never guesses which one a row means"}
 		}
 		seen[v] = st
 	}
 	return nil
 }
+
+// AppSchemaError is an AppSchema that cannot be right whatever the
+// database holds: Key is the configuration key.
+type AppSchemaError struct{ Key, Msg, Hint string }
+
+func (e *AppSchemaError) Error() string { return e.Key + ": " + e.Msg + " (" + e.Hint + ")" }
 
 // Has reports whether the application's table has our column col.
 func (s AppSchema) Has(col string) bool { return s.column(col) != "" }
@@ -331,7 +343,7 @@ type appSchemaPlugin struct{ s AppSchema }
 
 const appSchemaPluginName = "reconciler:app-schema"
 
-func (appSchemaPlugin) Name() string                { return appSchemaPluginName }
+func (appSchemaPlugin) Name() string              { return appSchemaPluginName }
 func (appSchemaPlugin) Initialize(*gorm.DB) error { return nil }
 
 // WithAppSchema attaches s to db: the stores opened over db (and the

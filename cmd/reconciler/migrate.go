@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
-	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/internal/dbopen"
 )
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := newFlagSet("migrate", stderr)
 	cfgPath := fs.String("config", "", "config file (default $RECONCILER_CONFIG, else ./config.yaml)")
+	appTables := fs.Bool("app-tables", false, "first create the application's tables as the schema section names them, for a team starting fresh (an existing table is never altered)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -18,20 +18,13 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return err
 	}
+	if *appTables {
+		ctx = dbopen.SkipSchemaCheck(ctx) // the tables it creates are checked once they are there
+	}
 	db, _, closeDB, err := openDB(ctx, cfg, newLogger(cfg, stderr), false)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	applied, err := models.Migrate(ctx, db)
-	if err != nil {
-		return err
-	}
-	if len(applied) == 0 {
-		fmt.Fprintln(stdout, "migrations: up to date")
-	}
-	for _, v := range applied {
-		fmt.Fprintf(stdout, "migrations: applied %s\n", v)
-	}
-	return nil
+	return dbopen.Migrate(ctx, db, *appTables, stdout)
 }
