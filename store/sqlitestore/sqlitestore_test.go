@@ -15,6 +15,7 @@ import (
 
 	"github.com/reconciler/reconciler/clock"
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/store"
 	"github.com/reconciler/reconciler/store/sqlitestore"
@@ -40,18 +41,28 @@ func open(t *testing.T) store.Store { return sqlitestore.New(openDB(t), nil) }
 
 func dbOf(s store.Store) *gorm.DB { return s.(*sqlitestore.Store).DB }
 
+var suite = storetest.Options{
+	Dialect:   "sqlite",
+	DB:        dbOf,
+	WithClock: func(s store.Store, c clock.Clock) store.Store { return sqlitestore.New(dbOf(s), c) },
+	Precision: time.Millisecond,
+	LoseLock: func(t *testing.T, s store.Store, key string) {
+		// Another process took the lock over (this one was thought dead).
+		require.NoError(t, dbOf(s).Exec(`UPDATE run_locks SET pid = ? WHERE key = ?`, os.Getppid(), key).Error)
+	},
+}
+
 func TestStoreSuite(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, open, storetest.Options{
-		Dialect:   "sqlite",
-		DB:        dbOf,
-		WithClock: func(s store.Store, c clock.Clock) store.Store { return sqlitestore.New(dbOf(s), c) },
-		Precision: time.Millisecond,
-		LoseLock: func(t *testing.T, s store.Store, key string) {
-			// Another process took the lock over (this one was thought dead).
-			require.NoError(t, dbOf(s).Exec(`UPDATE run_locks SET pid = ? WHERE key = ?`, os.Getppid(), key).Error)
-		},
-	})
+	storetest.Run(t, open, suite)
+}
+
+// TestStoreSuiteMapped runs the suite on an application schema of its own
+// (issue 18: table orders, every column and state renamed; pgtest's mapped
+// layout): every statement must honour the mapping.
+func TestStoreSuiteMapped(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store { return sqlitestore.New(pgtest.NewSQLiteMapped(t).DB, nil) }, suite)
 }
 
 // The embedded store's run lock is an OS lock on a file beside the
