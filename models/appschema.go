@@ -99,6 +99,15 @@ var EventColumns = []AppColumn{
 	{"last_error", KindText, true},
 }
 
+// PaymentSelect is the select list (a template of AppSchema.SQL, over
+// {payments} AS p) of a payments row as Payment names its columns, whatever
+// the application calls them; its state is the application's value
+// (OurState translates it).
+const PaymentSelect = `{p.id} AS id, {p.provider} AS provider, {p.account} AS account, {p.provider_id} AS provider_id,
+	{p.state} AS state, {p.amount} AS amount, {p.currency} AS currency, {p.amount_refunded} AS amount_refunded,
+	{p.source_updated_at} AS source_updated_at, {p.settled_at|NULL} AS settled_at, {p.payout_id|NULL} AS payout_id,
+	{p.amount_captured|NULL} AS amount_captured[[created_at:, {p.created_at} AS created_at]][[updated_at:, {p.updated_at} AS updated_at]]`
+
 // DefaultAppSchema is the contract of DESIGN section 6: payments and
 // webhook_events with our column and state names, where the connection's
 // search_path finds them.

@@ -457,7 +457,7 @@ func (b *Base) PaymentsInWindow(ctx context.Context, q store.PaymentQuery, inRan
 	m := b.Schema
 	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, m.SQL(col)) + ")" }
 	var rows []models.Payment
-	err := b.db(ctx).Table(m.SQL("{payments} AS p")).Select(m.SQL(paymentColumns)).
+	err := b.db(ctx).Table(m.SQL("{payments} AS p")).Select(m.SQL(models.PaymentSelect)).
 		Where(m.SQL("{p.provider} = ? AND {p.account} = ?"), q.Provider, q.Account).
 		Where(cond("{p.source_updated_at}")+" OR "+cond("{p.settled_at|NULL}"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC()).
 		Where(m.SQL("{p.id} > ?"), q.AfterID).Order(m.SQL("{p.id}")).Limit(q.Limit).Find(&rows).Error
@@ -471,13 +471,6 @@ func (b *Base) PaymentsInWindow(ctx context.Context, q store.PaymentQuery, inRan
 	}
 	return rows, nil
 }
-
-// paymentColumns selects a payments row as models.Payment names its
-// columns, whatever the application calls them.
-const paymentColumns = `{p.id} AS id, {p.provider} AS provider, {p.account} AS account, {p.provider_id} AS provider_id,
-	{p.state} AS state, {p.amount} AS amount, {p.currency} AS currency, {p.amount_refunded} AS amount_refunded,
-	{p.source_updated_at} AS source_updated_at, {p.settled_at|NULL} AS settled_at, {p.payout_id|NULL} AS payout_id,
-	{p.amount_captured|NULL} AS amount_captured[[created_at:, {p.created_at} AS created_at]][[updated_at:, {p.updated_at} AS updated_at]]`
 
 // WindowStates implements store.Reads, given the dialect's range condition.
 func (b *Base) WindowStates(ctx context.Context, q store.WindowQuery, inRange string) ([]store.PaymentState, error) {
