@@ -284,6 +284,7 @@ func Default() Config {
 			StuckAfter: Duration(reconcile.DefaultStuckAfter), StuckLimit: reconcile.DefaultStuckLimit, ShutdownGrace: Duration(25 * time.Second),
 		},
 		Log:    Log{Level: "info", Format: "auto"},
+		Schema: DefaultSchema(),
 		Notify: Notify{ReportLinkTTL: Duration(DefaultReportLinkTTL)},
 		Serve:  Serve{Schedule: "30 2 * * *", TimeZone: "UTC", HTTPAddr: ":8080"},
 		Providers: Providers{

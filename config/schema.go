@@ -90,6 +90,21 @@ type AppStates struct {
 	Chargeback string `yaml:"chargeback"`
 }
 
+// DefaultSchema is the contract's names (DESIGN section 6), what
+// `reconciler config` shows for a default install: each column and state
+// is its own name.
+func DefaultSchema() Schema {
+	s := Schema{Payments: AppPayments{Table: "payments"}, WebhookEvents: AppEvents{Table: "webhook_events"}}
+	for _, v := range []any{&s.Payments.Columns, &s.WebhookEvents.Columns, &s.States} {
+		rv := reflect.ValueOf(v).Elem()
+		for i := range rv.NumField() {
+			tag, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("yaml"), ",")
+			rv.Field(i).SetString(tag)
+		}
+	}
+	return s
+}
+
 // Absent is the column value that maps an optional column to nothing.
 const Absent = "-"
 
