@@ -22,6 +22,13 @@
 // reconciler_record_settlement, reconciler_allowed_predecessors), and the
 // tests require the functions, this package and the engine's batched
 // statements to decide every case identically.
+//
+// An application whose tables have names of their own (issue 18: the
+// configuration's schema section, models.AppSchema) uses For(dialect,
+// schema): the same rule and statements, written in its table, column and
+// state names. The SQL functions are not installed on such an install: they
+// name the contract's tables, and a copy with the application's names
+// baked in at migration time would go stale when the mapping changed.
 package guard
 
 import (

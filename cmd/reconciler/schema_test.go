@@ -35,10 +35,19 @@ func mappedConfig(app string, extra ...string) string {
 // team's, created by the binary's migrate --app-tables.
 func appSchema(t *testing.T, cfg func(app string) string) (*freshSchema, string, string) {
 	t.Helper()
+	return appSchemaOwn(t, func(app string) string { return mappedConfig(app) }, cfg)
+}
+
+// appSchemaOwn is appSchema migrating with the configuration base writes.
+func appSchemaOwn(t *testing.T, base, cfg func(app string) string) (*freshSchema, string, string) {
+	t.Helper()
 	s := newFreshSchema(t)
 	app := s.name + "_app"
-	t.Cleanup(func() { _ = s.admin.Exec(`DROP SCHEMA IF EXISTS ` + app + ` CASCADE`).Error })
-	path := writeFile(t, mappedConfig(app))
+	t.Cleanup(func() {
+		_ = s.admin.Exec(`DROP SCHEMA IF EXISTS ` + app + ` CASCADE`).Error
+		_ = s.admin.Exec(`DROP SCHEMA IF EXISTS ` + s.name + `_own CASCADE`).Error
+	})
+	path := writeFile(t, base(app))
 	r := cli(t, map[string]string{"DATABASE_URL": s.url}, "migrate", "--config", path, "--app-tables")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "app tables: "+app+".orders is there")
@@ -48,7 +57,12 @@ func appSchema(t *testing.T, cfg func(app string) string) (*freshSchema, string,
 
 func TestMappedSchemaRunThroughTheBinary(t *testing.T) {
 	t.Parallel()
-	s, app, cfg := appSchema(t, func(app string) string { return mappedConfig(app) })
+	// Our own tables in a schema of their own too (schema.own_schema).
+	withOwn := func(app string) string {
+		return mappedConfig(app, "  own_schema: "+strings.TrimSuffix(app, "_app")+"_own")
+	}
+	s, app, cfg := appSchemaOwn(t, withOwn, withOwn)
+	own := s.name + "_own"
 	var cols []string
 	require.NoError(t, s.admin.Raw(`SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = 'orders' ORDER BY ordinal_position`, app).Scan(&cols).Error)
 	require.Contains(t, cols, "ext_id")
@@ -81,8 +95,11 @@ func TestMappedSchemaRunThroughTheBinary(t *testing.T) {
 	require.Positive(t, n, "missed events recorded in the team's inbox")
 	var tables []string
 	require.NoError(t, s.admin.Raw(`SELECT table_name FROM information_schema.tables WHERE table_schema = ?`, s.name).Scan(&tables).Error)
-	require.NotContains(t, tables, "payments", "a mapped install never creates the contract's tables")
-	require.NotContains(t, tables, "webhook_events")
+	require.Empty(t, tables, "our tables are in the own schema, and a mapped install never creates the contract's tables")
+	var notes []string
+	require.NoError(t, s.admin.Raw(`SELECT notes::text FROM `+own+`.reconciliation_runs ORDER BY id`).Scan(&notes).Error)
+	require.Len(t, notes, 2, "the dry run and the run, recorded in the own schema")
+	require.Contains(t, notes[1], `"not_recorded": ["payments.amount_captured"]`, "the run says what the team's table cannot hold")
 
 	// verify reads the same rows through the mapping.
 	r = cli(t, env, "verify", "--config", cfg, "--provider", "stripe", "--all", "--since", now.Add(-48*time.Hour).Format(time.RFC3339))

@@ -47,6 +47,9 @@ func New(db *gorm.DB, c clock.Clock, translate func(error) error) *Base {
 // RoundTrips implements store.Store.
 func (b *Base) RoundTrips() int64 { return b.trips.Load() }
 
+// AppSchema is the application's tables as the store writes them.
+func (b *Base) AppSchema() models.AppSchema { return b.Schema }
+
 // Now is the argument SQL stamps with coalesce(?, now()): nil on the wall
 // clock (the server's time), the stubbed time otherwise.
 func (b *Base) Now() any {
