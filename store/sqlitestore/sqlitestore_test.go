@@ -240,3 +240,33 @@ func TestLockNeedsADatabaseFile(t *testing.T) {
 	require.ErrorContains(t, err, "database.sqlite_path")
 	require.NotErrorIs(t, err, store.ErrLocked)
 }
+
+// TestCheckSchemaRefuses is the embedded store's half of the schema check
+// (issue 18): pragma table_info and index_list, one line naming the problem.
+func TestCheckSchemaRefuses(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, sql, want string
+	}{
+		{"missing column", `DROP VIEW payments; ALTER TABLE orders DROP COLUMN refunded_minor`,
+			"schema: column payments.amount_refunded not found in table orders; map it with schema.payments.columns.amount_refunded or add it"},
+		{"unmapped state", `INSERT INTO orders (psp, ext_id, status, "Total", currency_code, psp_updated_at) VALUES ('stripe', 'pi_1', 'on_hold', 1, 'gbp', '2026-01-01')`,
+			`schema: state "on_hold" in orders.status is not mapped`},
+		{"wrong type", `ALTER TABLE inbox ADD COLUMN recovered_text TEXT`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := pgtest.NewSQLiteMapped(t).DB
+			require.NoError(t, sqlitestore.CheckSchema(context.Background(), db))
+			require.NoError(t, db.Exec(c.sql).Error)
+			err := sqlitestore.CheckSchema(context.Background(), db)
+			if c.want == "" {
+				require.NoError(t, err, "an extra column is no problem")
+				return
+			}
+			var se *store.SchemaError
+			require.ErrorAs(t, err, &se)
+			require.Contains(t, se.Error(), c.want)
+			require.NotContains(t, se.Error(), "\n")
+		})
+	}
+}
