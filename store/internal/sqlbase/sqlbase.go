@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,8 +33,9 @@ type Base struct {
 	Translate func(error) error
 	// Schema names the application's tables (models.AppSchemaOf the
 	// connection): every statement touching them is written from it.
-	Schema models.AppSchema
-	trips  atomic.Int64
+	Schema   models.AppSchema
+	rendered sync.Map // statement template → SQL in Schema's names
+	trips    atomic.Int64
 }
 
 // New returns a Base over db; c nil means the wall clock.
@@ -74,8 +76,15 @@ func (c *Conn) count(n int64) {
 }
 
 // SQL is the statement template tmpl in the application's names
-// (models.AppSchema.SQL).
-func (c *Conn) SQL(tmpl string) string { return c.base.Schema.SQL(tmpl) }
+// (models.AppSchema.SQL), rendered once per store.
+func (c *Conn) SQL(tmpl string) string {
+	if q, ok := c.base.rendered.Load(tmpl); ok {
+		return q.(string)
+	}
+	q := c.base.Schema.SQL(tmpl)
+	c.base.rendered.Store(tmpl, q)
+	return q
+}
 
 // Base returns the store the connection belongs to.
 func (c *Conn) Base() *Base { return c.base }
