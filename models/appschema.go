@@ -209,14 +209,19 @@ func (s AppSchema) AppStates(sts []State) []string {
 	return out
 }
 
-// OurState is the state the application's value v stands for.
+// OurState is the state the application's value v stands for. On a mapped
+// install a value the mapping does not name is an *UnmappedStateError:
+// never guessed.
 func (s AppSchema) OurState(v string) (State, error) {
 	for st, a := range s.States {
 		if a == v {
 			return st, nil
 		}
 	}
-	if len(s.States) == 0 && State(v).Valid() {
+	if !s.Mapped() {
+		// The contract's names translate nothing: a value that is none of
+		// States reaches the engine as it always did (it is no allowed
+		// predecessor of anything, so the guard never moves it).
 		return State(v), nil
 	}
 	return "", &UnmappedStateError{Table: s.Payments.Qualified(), Column: s.Payments.Columns["state"], Value: v}
