@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glebarez/sqlite"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 )
@@ -178,4 +181,57 @@ func TestBadMappingExit2OneLineNothingReadOrWritten(t *testing.T) {
 			require.Equal(t, before, fake.Requests(), "no provider request")
 		})
 	}
+}
+
+// TestMappedSchemaOnTheEmbeddedStore is the same through the binary on the
+// embedded SQLite file (no schemas there): migrate --app-tables, a run in
+// the team's words, and an unmapped state refused before any request.
+func TestMappedSchemaOnTheEmbeddedStore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeFile(t, "database: {embedded: true, sqlite_path: "+dir+"/team.db}\n"+strings.Replace(mappedConfig(""), "  app_schema: \n", "", 1))
+	now := time.Now().UTC()
+	fake := stripefake.New(stripefake.Options{Seed: 1})
+	fake.Account("").Generate(stripefake.GenOptions{Payments: 30, Start: now.Add(-20 * time.Hour), End: now.Add(-time.Hour), Seed: 5})
+	base := fake.Start()
+	t.Cleanup(fake.Close)
+	env := map[string]string{"STRIPE_API_KEY": "sk_test_mapped", "STRIPE_API_BASE": base}
+
+	r := cli(t, env, "migrate", "--config", cfg, "--app-tables")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "app tables: orders is there")
+	r = cli(t, env, "run", "--config", cfg, "--provider", "stripe")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	db, err := gorm.Open(sqlite.Open(dir+"/team.db"), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if s, err := db.DB(); err == nil {
+			_ = s.Close()
+		}
+	})
+	var states []string
+	require.NoError(t, db.Raw(`SELECT DISTINCT status FROM orders`).Scan(&states).Error)
+	require.NotEmpty(t, states)
+	require.NotContains(t, states, "captured", "written in the team's words")
+	var n int64
+	require.NoError(t, db.Raw(`SELECT count(*) FROM inbox WHERE recovered`).Scan(&n).Error)
+	require.Positive(t, n)
+
+	require.NoError(t, db.Exec(`UPDATE orders SET status = 'on_hold' WHERE order_no = (SELECT min(order_no) FROM orders)`).Error)
+	var runs int64
+	require.NoError(t, db.Raw(`SELECT count(*) FROM reconciliation_runs`).Scan(&runs).Error)
+	before := fake.Requests()
+	r = cli(t, env, "run", "--config", cfg, "--provider", "stripe")
+	require.Equal(t, 2, r.code, r.stderr)
+	// The embedded store's own first log line says it is in use (issue 18's
+	// configuration that never guesses); the error is the one line after it.
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	require.Len(t, lines, 2, r.stderr)
+	require.Contains(t, lines[0], "using the embedded SQLite store")
+	require.True(t, strings.HasPrefix(lines[1], `reconciler: schema: state "on_hold" in orders.status is not mapped`), lines[1])
+	require.Equal(t, before, fake.Requests(), "no provider request")
+	var after int64
+	require.NoError(t, db.Raw(`SELECT count(*) FROM reconciliation_runs`).Scan(&after).Error)
+	require.Equal(t, runs, after, "no run recorded")
 }
