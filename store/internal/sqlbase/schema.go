@@ -62,6 +62,9 @@ func CheckSchema(ctx context.Context, db *gorm.DB, s models.AppSchema, cat Catal
 				continue
 			}
 			typ, ok := have[name]
+			if !ok && name == c.Name && workerColumn[c.Name] {
+				continue // the application's worker's own column, which the job never uses
+			}
 			if !ok && !c.Optional || !ok && name != c.Name {
 				return &store.SchemaError{Msg: fmt.Sprintf("schema: column %s.%s not found in table %s; map it with %s.columns.%s or add it",
 					t.ours, c.Name, t.table.Qualified(), t.key, c.Name)}
@@ -72,7 +75,10 @@ func CheckSchema(ctx context.Context, db *gorm.DB, s models.AppSchema, cat Catal
 				return &store.SchemaError{Msg: fmt.Sprintf("schema: column %s.%s not found in table %s; add it, or map it to nothing with %s.columns.%s: \"-\" (then the job does not record it)",
 					t.ours, c.Name, t.table.Qualified(), t.key, c.Name)}
 			}
-			if ok, want := cat.Kind(typ, c.Kind); !ok {
+			// The types of a default install are the migrations' (or
+			// compatible ones its application chose and the job has always
+			// written): only a mapped install's are checked.
+			if ok, want := cat.Kind(typ, c.Kind); !ok && s.Mapped() {
 				return &store.SchemaError{Msg: fmt.Sprintf("schema: column %s.%s (%s.%s) is %s, want %s; change the column or map another with %s.columns.%s",
 					t.ours, c.Name, t.table.Qualified(), name, typ, want, t.key, c.Name)}
 			}
@@ -119,6 +125,11 @@ func CheckSchema(ctx context.Context, db *gorm.DB, s models.AppSchema, cat Catal
 	}
 	return nil
 }
+
+// workerColumn are the webhook-events columns of the application's worker
+// (claim with reclaim): checked when the table has them or the mapping
+// names them, never required.
+var workerColumn = map[string]bool{"received_at": true, "claimed_at": true, "attempts": true, "last_error": true}
 
 func quoteList(vs []string) string {
 	q := make([]string, len(vs))
