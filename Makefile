@@ -12,6 +12,9 @@ build: ## build the static binary into bin/ (the command the Dockerfile runs)
 test: ## run every test against a throwaway PostgreSQL (or $$DATABASE_URL)
 	./scripts/test.sh
 
+test-mapped: ## the scenario and store suites again on an application schema of its own (issue 18: other table, column and state names)
+	RECONCILER_TEST_SCHEMA=mapped ./scripts/test.sh ./internal/scenario/ ./store/...
+
 stripemock: ## the checks against Stripe's stripe-mock (installed once by scripts/test.sh) on both stores
 	./scripts/test.sh ./providers/stripe/ -run StripeMock -v
 
@@ -41,4 +44,4 @@ bench: ## every target of DESIGN section 9 with its measured figure, on PostgreS
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help build image test stripemock demo lint bench ci
+.PHONY: help build image test test-mapped stripemock demo lint bench ci

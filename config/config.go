@@ -34,6 +34,9 @@ type Config struct {
 	Serve     Serve     `yaml:"serve"`
 	Metrics   Metrics   `yaml:"metrics"`
 	Notify    Notify    `yaml:"notify"`
+	// Schema maps the application's own tables, columns and states
+	// (issue 18); empty, the contract's.
+	Schema Schema `yaml:"schema"`
 
 	// sources names where a value came from when that was the environment
 	// (dotted key → "${VAR}" or the variable's name): an error about such a
@@ -281,6 +284,7 @@ func Default() Config {
 			StuckAfter: Duration(reconcile.DefaultStuckAfter), StuckLimit: reconcile.DefaultStuckLimit, ShutdownGrace: Duration(25 * time.Second),
 		},
 		Log:    Log{Level: "info", Format: "auto"},
+		Schema: DefaultSchema(),
 		Notify: Notify{ReportLinkTTL: Duration(DefaultReportLinkTTL)},
 		Serve:  Serve{Schedule: "30 2 * * *", TimeZone: "UTC", HTTPAddr: ":8080"},
 		Providers: Providers{
@@ -633,6 +637,9 @@ func (c Config) Validate() error {
 		return &Error{Key: "database.url", Msg: "refers to an unset environment variable", Hint: "set DATABASE_URL"}
 	}
 	if err := c.checkStore(); err != nil { // issue 18: the store is never picked by falling back
+		return err
+	}
+	if err := c.validateSchema(); err != nil { // issue 18: the application's tables
 		return err
 	}
 	s, g := c.Providers.Stripe, c.Providers.GoCardless

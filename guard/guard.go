@@ -22,6 +22,13 @@
 // reconciler_record_settlement, reconciler_allowed_predecessors), and the
 // tests require the functions, this package and the engine's batched
 // statements to decide every case identically.
+//
+// An application whose tables have names of their own (issue 18: the
+// configuration's schema section, models.AppSchema) uses For(dialect,
+// schema): the same rule and statements, written in its table, column and
+// state names. The SQL functions are not installed on such an install: they
+// name the contract's tables, and a copy with the application's names
+// baked in at migration time would go stale when the mapping changed.
 package guard
 
 import (
@@ -107,8 +114,40 @@ func RecordSettlement(ctx context.Context, db Execer, provider, providerID, payo
 	return Postgres.RecordSettlement(ctx, db, provider, providerID, payoutID, at)
 }
 
+// Guard is the guard in one dialect over one application schema: the
+// tables, columns and state values a mapped install names (issue 18;
+// models.AppSchema, the configuration's schema section). Its methods are the
+// package-level functions' and Dialect's, written in the application's
+// names: the state passed in and the rule are the job's, the values
+// written and compared are the application's. For a mapped install this is
+// the published guard: the migrations' SQL functions name the contract's
+// tables and are not installed there.
+type Guard struct {
+	Dialect Dialect
+	Schema  models.AppSchema
+}
+
+// For is the guard in dialect d over the application schema s.
+func For(d Dialect, s models.AppSchema) Guard { return Guard{Dialect: d, Schema: s} }
+
 // Advance is the package-level Advance in dialect d.
 func (d Dialect) Advance(ctx context.Context, db Execer, provider, providerID string, to models.State, at time.Time, amountRefunded int64) (bool, error) {
+	return For(d, models.DefaultAppSchema()).Advance(ctx, db, provider, providerID, to, at, amountRefunded)
+}
+
+// RaiseRefund is the package-level RaiseRefund in dialect d.
+func (d Dialect) RaiseRefund(ctx context.Context, db Execer, provider, providerID string, amount int64) (bool, error) {
+	return For(d, models.DefaultAppSchema()).RaiseRefund(ctx, db, provider, providerID, amount)
+}
+
+// RecordSettlement is the package-level RecordSettlement in dialect d.
+func (d Dialect) RecordSettlement(ctx context.Context, db Execer, provider, providerID, payoutID string, at time.Time) (bool, error) {
+	return For(d, models.DefaultAppSchema()).RecordSettlement(ctx, db, provider, providerID, payoutID, at)
+}
+
+// Advance is the package-level Advance, in g's dialect and names.
+func (g Guard) Advance(ctx context.Context, db Execer, provider, providerID string, to models.State, at time.Time, amountRefunded int64) (bool, error) {
+	d := g.Dialect
 	if !to.Valid() {
 		return false, fmt.Errorf("%w %q (want one of %v)", ErrUnknownState, string(to), models.States)
 	}
@@ -122,49 +161,58 @@ func (d Dialect) Advance(ctx context.Context, db Execer, provider, providerID st
 	if to == models.StateCanceled {
 		amountRefunded = 0
 	}
-	return d.exec(ctx, db, advanceSQL(d, to), to, at, amountRefunded, provider, providerID)
+	return d.exec(ctx, db, g.Schema.SQL(advanceSQL(d, to)), g.Schema.AppState(to), at, amountRefunded, provider, providerID)
 }
 
-// RaiseRefund is the package-level RaiseRefund in dialect d.
-func (d Dialect) RaiseRefund(ctx context.Context, db Execer, provider, providerID string, amount int64) (bool, error) {
-	q := `UPDATE payments SET amount_refunded = $1, updated_at = now()
-	 WHERE provider = $2 AND provider_id = $3 AND amount_refunded < $1 AND state <> 'canceled'`
+// RaiseRefund is the package-level RaiseRefund, in g's dialect and names.
+func (g Guard) RaiseRefund(ctx context.Context, db Execer, provider, providerID string, amount int64) (bool, error) {
+	d := g.Dialect
+	q := `UPDATE {payments} SET {amount_refunded} = $1[[updated_at:, {updated_at} = now()]]
+	 WHERE {provider} = $2 AND {provider_id} = $3 AND {amount_refunded} < $1 AND {state} <> {'canceled'}`
 	args := []any{amount, provider, providerID}
 	if d == SQLite {
-		q = `UPDATE payments SET amount_refunded = ?1, updated_at = CURRENT_TIMESTAMP
-	 WHERE provider = ?2 AND provider_id = ?3 AND amount_refunded < ?1 AND state <> 'canceled'`
+		q = `UPDATE {payments} SET {amount_refunded} = ?1[[updated_at:, {updated_at} = CURRENT_TIMESTAMP]]
+	 WHERE {provider} = ?2 AND {provider_id} = ?3 AND {amount_refunded} < ?1 AND {state} <> {'canceled'}`
 	}
-	return d.execArgs(ctx, db, q, args)
+	return d.execArgs(ctx, db, g.Schema.SQL(q), args)
 }
 
-// RecordSettlement is the package-level RecordSettlement in dialect d.
-func (d Dialect) RecordSettlement(ctx context.Context, db Execer, provider, providerID, payoutID string, at time.Time) (bool, error) {
+// RecordSettlement is the package-level RecordSettlement, in g's dialect
+// and names. An application table without settled_at or payout_id records
+// no settlement: it reports false.
+func (g Guard) RecordSettlement(ctx context.Context, db Execer, provider, providerID, payoutID string, at time.Time) (bool, error) {
+	d := g.Dialect
 	if at.IsZero() {
 		return false, errors.New("guard: record settlement: the payout's provider time is zero")
 	}
-	q := `UPDATE payments SET settled_at = $1, payout_id = coalesce(NULLIF(CAST($2 AS text), ''), payout_id), updated_at = now()
-	 WHERE provider = $3 AND provider_id = $4
-	   AND (settled_at IS NULL
-	        OR (NULLIF(CAST($2 AS text), '') IS NOT NULL AND payout_id IS DISTINCT FROM $2 AND settled_at <= $1))`
+	if !g.Schema.Has("settled_at") || !g.Schema.Has("payout_id") {
+		return false, nil
+	}
+	q := `UPDATE {payments} SET {settled_at} = $1, {payout_id} = coalesce(NULLIF(CAST($2 AS text), ''), {payout_id})[[updated_at:, {updated_at} = now()]]
+	 WHERE {provider} = $3 AND {provider_id} = $4
+	   AND ({settled_at} IS NULL
+	        OR (NULLIF(CAST($2 AS text), '') IS NOT NULL AND {payout_id} IS DISTINCT FROM $2 AND {settled_at} <= $1))`
 	args := []any{at, payoutID, provider, providerID}
 	if d == SQLite {
-		q = `UPDATE payments SET settled_at = ` + sqliteTime(`?1`) + `, payout_id = coalesce(NULLIF(?2, ''), payout_id), updated_at = CURRENT_TIMESTAMP
-	 WHERE provider = ?3 AND provider_id = ?4
-	   AND (settled_at IS NULL
-	        OR (NULLIF(?2, '') IS NOT NULL AND payout_id IS NOT ?2 AND julianday(settled_at) <= julianday(?1)))`
+		q = `UPDATE {payments} SET {settled_at} = ` + sqliteTime(`?1`) + `, {payout_id} = coalesce(NULLIF(?2, ''), {payout_id})[[updated_at:, {updated_at} = CURRENT_TIMESTAMP]]
+	 WHERE {provider} = ?3 AND {provider_id} = ?4
+	   AND ({settled_at} IS NULL
+	        OR (NULLIF(?2, '') IS NOT NULL AND {payout_id} IS NOT ?2 AND julianday({settled_at}) <= julianday(?1)))`
 		args[0] = sqliteTimeArg(at)
 	}
-	return d.execArgs(ctx, db, q, args)
+	return d.execArgs(ctx, db, g.Schema.SQL(q), args)
 }
 
-// advanceSQL is the guard's UPDATE for target to. Its arguments are the
-// target, the fact's time, the refund, the provider and the provider id. The
-// predecessors are inlined: they are the fixed state names of models.
+// advanceSQL is the guard's UPDATE for target to, a template of
+// models.AppSchema.SQL. Its arguments are the target, the fact's time, the
+// refund, the provider and the provider id. The predecessors are inlined:
+// they are the fixed state names of models, written in the application's
+// values by the template.
 func advanceSQL(d Dialect, to models.State) string {
 	in := func(states []models.State) string {
 		q := make([]string, len(states))
 		for i, s := range states {
-			q[i] = "'" + string(s) + "'"
+			q[i] = "{'" + string(s) + "'}"
 		}
 		return strings.Join(q, ", ")
 	}
@@ -176,23 +224,23 @@ func advanceSQL(d Dialect, to models.State) string {
 		}
 	}
 	if d == SQLite {
-		q := `UPDATE payments SET state = ?1, source_updated_at = ` + sqliteTime(`?2`) + `,
-		    amount_refunded = max(amount_refunded, ?3), updated_at = CURRENT_TIMESTAMP
-		 WHERE provider = ?4 AND provider_id = ?5
-		   AND state IN (` + in(preds) + `)
-		   AND (source_updated_at IS NULL OR julianday(source_updated_at) <= julianday(?2)`
+		q := `UPDATE {payments} SET {state} = ?1, {source_updated_at} = ` + sqliteTime(`?2`) + `,
+		    {amount_refunded} = max({amount_refunded}, ?3)[[updated_at:, {updated_at} = CURRENT_TIMESTAMP]]
+		 WHERE {provider} = ?4 AND {provider_id} = ?5
+		   AND {state} IN (` + in(preds) + `)
+		   AND ({source_updated_at} IS NULL OR julianday({source_updated_at}) <= julianday(?2)`
 		if len(exempt) > 0 {
-			q += ` OR state IN (` + in(exempt) + `)`
+			q += ` OR {state} IN (` + in(exempt) + `)`
 		}
 		return q + `)`
 	}
-	q := `UPDATE payments SET state = $1, source_updated_at = $2,
-	    amount_refunded = GREATEST(amount_refunded, $3), updated_at = now()
-	 WHERE provider = $4 AND provider_id = $5
-	   AND state IN (` + in(preds) + `)
-	   AND (source_updated_at IS NULL OR source_updated_at <= $2`
+	q := `UPDATE {payments} SET {state} = $1, {source_updated_at} = $2,
+	    {amount_refunded} = GREATEST({amount_refunded}, $3)[[updated_at:, {updated_at} = now()]]
+	 WHERE {provider} = $4 AND {provider_id} = $5
+	   AND {state} IN (` + in(preds) + `)
+	   AND ({source_updated_at} IS NULL OR {source_updated_at} <= $2`
 	if len(exempt) > 0 {
-		q += ` OR state IN (` + in(exempt) + `)`
+		q += ` OR {state} IN (` + in(exempt) + `)`
 	}
 	return q + `)`
 }
@@ -204,12 +252,12 @@ func sqliteTime(expr string) string { return `strftime('%Y-%m-%d %H:%M:%f+00:00'
 // sqliteTimeArg is the text SQLite parses: RFC 3339 in UTC.
 func sqliteTimeArg(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-func (d Dialect) exec(ctx context.Context, db Execer, q string, to models.State, at time.Time, refund int64, provider, providerID string) (bool, error) {
+func (d Dialect) exec(ctx context.Context, db Execer, q string, to string, at time.Time, refund int64, provider, providerID string) (bool, error) {
 	var atArg any = at
 	if d == SQLite {
 		atArg = sqliteTimeArg(at)
 	}
-	return d.execArgs(ctx, db, q, []any{string(to), atArg, refund, provider, providerID})
+	return d.execArgs(ctx, db, q, []any{to, atArg, refund, provider, providerID})
 }
 
 func (d Dialect) execArgs(ctx context.Context, db Execer, q string, args []any) (bool, error) {

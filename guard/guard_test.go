@@ -243,7 +243,7 @@ func str(s string) *string { return &s }
 type kase struct {
 	name   string
 	before row
-	call   func(ctx context.Context, d guard.Dialect, db guard.Execer, id string) (bool, error)
+	call   func(ctx context.Context, d guarder, db guard.Execer, id string) (bool, error)
 	fn     func(db *gorm.DB, id string) (bool, error) // the SQL function's form
 	want   row                                        // the row the rule leaves
 }
@@ -276,7 +276,7 @@ func cases() []kase {
 						out = append(out, kase{
 							name:   fmt.Sprintf("advance %v to %s refund %d", before, to, refund),
 							before: before,
-							call: func(ctx context.Context, d guard.Dialect, db guard.Execer, id string) (bool, error) {
+							call: func(ctx context.Context, d guarder, db guard.Execer, id string) (bool, error) {
 								return d.Advance(ctx, db, "stripe", id, to, t0, refund)
 							},
 							fn: func(db *gorm.DB, id string) (bool, error) {
@@ -298,7 +298,7 @@ func cases() []kase {
 				out = append(out, kase{
 					name:   fmt.Sprintf("raise refund %v to %d", before, amount),
 					before: before,
-					call: func(ctx context.Context, d guard.Dialect, db guard.Execer, id string) (bool, error) {
+					call: func(ctx context.Context, d guarder, db guard.Execer, id string) (bool, error) {
 						return d.RaiseRefund(ctx, db, "stripe", id, amount)
 					},
 					fn: func(db *gorm.DB, id string) (bool, error) {
@@ -322,7 +322,7 @@ func cases() []kase {
 					out = append(out, kase{
 						name:   fmt.Sprintf("record settlement %q at t0 on %v", fact, before),
 						before: before,
-						call: func(ctx context.Context, d guard.Dialect, db guard.Execer, id string) (bool, error) {
+						call: func(ctx context.Context, d guarder, db guard.Execer, id string) (bool, error) {
 							return d.RecordSettlement(ctx, db, "stripe", id, fact, t0)
 						},
 						fn: func(db *gorm.DB, id string) (bool, error) {
@@ -341,7 +341,15 @@ func cases() []kase {
 // dialect d and, when withFunctions, through the SQL functions on a twin
 // row, and requires both to leave the row the rule says and to report a
 // move exactly when the row changed.
-func runCases(t *testing.T, db *gorm.DB, d guard.Dialect, withFunctions bool) {
+// guarder is the guard's three statements: a Dialect's (the contract's
+// names) or a Guard's (an application schema's).
+type guarder interface {
+	Advance(ctx context.Context, db guard.Execer, provider, providerID string, to models.State, at time.Time, amountRefunded int64) (bool, error)
+	RaiseRefund(ctx context.Context, db guard.Execer, provider, providerID string, amount int64) (bool, error)
+	RecordSettlement(ctx context.Context, db guard.Execer, provider, providerID, payoutID string, at time.Time) (bool, error)
+}
+
+func runCases(t *testing.T, db *gorm.DB, d guarder, withFunctions bool) {
 	ctx := context.Background()
 	cs := cases()
 	var ids []string
@@ -396,7 +404,7 @@ func runCases(t *testing.T, db *gorm.DB, d guard.Dialect, withFunctions bool) {
 			t.Fatal("too many differences")
 		}
 	}
-	t.Logf("%d cases on %s (functions too: %v)", len(cs), d, withFunctions)
+	t.Logf("%d cases on %T (functions too: %v)", len(cs), d, withFunctions)
 }
 
 func TestGuardPostgresFunctionsMatchPackage(t *testing.T) {
@@ -407,6 +415,29 @@ func TestGuardPostgresFunctionsMatchPackage(t *testing.T) {
 func TestGuardSQLiteMatchesRule(t *testing.T) {
 	db := pgtest.NewSQLite(t)
 	runCases(t, db.DB, guard.SQLite, false)
+}
+
+// TestGuardMappedMatchesRule is the published Go guard over an application
+// schema of its own (issue 18; pgtest's mapped layout: table orders, every
+// column and state renamed, a column that needs quoting): every case
+// decides as on the contract's tables, on both dialects. The tests' rows
+// go in and come out through contract-named views; the guard writes the
+// team's table in the team's words.
+func TestGuardMappedMatchesRule(t *testing.T) {
+	for _, c := range []struct {
+		d    guard.Dialect
+		open func(testing.TB) *pgtest.DB
+	}{{guard.Postgres, pgtest.NewMapped}, {guard.SQLite, pgtest.NewSQLiteMapped}} {
+		t.Run(c.d.String(), func(t *testing.T) {
+			db := c.open(t)
+			m := models.AppSchemaOf(db.DB)
+			runCases(t, db.DB, guard.For(c.d, m), false)
+			var n int64
+			if err := db.Raw(m.SQL(`SELECT count(*) FROM {payments} WHERE {state} IN ('captured', 'settled', 'refunded')`)).Scan(&n).Error; err != nil || n != 0 {
+				t.Fatalf("the team's table holds our state names: %d rows, %v", n, err)
+			}
+		})
+	}
 }
 
 func TestGuardPostgresPredecessorsFunction(t *testing.T) {

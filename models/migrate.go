@@ -58,7 +58,22 @@ const migrationLockKey = 0x7265636f6e63 // "reconc"
 // schema_migrations, each in its own transaction, and returns the versions
 // it applied. Concurrent callers are serialised by an advisory lock taken
 // inside each transaction, so running it twice at once is harmless.
+//
+// A mapped install (AppSchemaOf(db).Mapped(): the application's own tables,
+// issue 18) applies the same versions without their app-tables sections:
+// the application's tables are never created or altered (CreateAppTables
+// does that, for a team starting fresh), and the guard's SQL functions,
+// which name the contract's tables, are not installed (the Go package guard
+// over the same mapping is the published guard there). With
+// AppSchema.Own set, that PostgreSQL schema is created first: the
+// connection's search_path (internal/dbopen) puts our tables in it.
 func Migrate(ctx context.Context, db *gorm.DB) ([]string, error) {
+	app := AppSchemaOf(db)
+	if app.Own != "" && !SQLite(db) {
+		if err := db.WithContext(ctx).Exec(`CREATE SCHEMA IF NOT EXISTS ` + QuoteIdent(app.Own)).Error; err != nil {
+			return nil, fmt.Errorf("create schema %s: %w", app.Own, err)
+		}
+	}
 	if err := db.WithContext(ctx).Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
 		version text PRIMARY KEY,
 		applied_at timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP)`).Error; err != nil {
@@ -80,7 +95,11 @@ func Migrate(ctx context.Context, db *gorm.DB) ([]string, error) {
 			if n > 0 {
 				return nil
 			}
-			if err := tx.Exec(m.SQL).Error; err != nil {
+			q := m.SQL
+			if app.Mapped() {
+				q = withoutAppTables(q)
+			}
+			if err := tx.Exec(q).Error; err != nil {
 				return err
 			}
 			done = true
@@ -113,4 +132,153 @@ func Pending(ctx context.Context, db *gorm.DB) ([]string, error) {
 		}
 	}
 	return pending, nil
+}
+
+// The markers around a migration's statements on the application's tables.
+const (
+	appTablesBegin = "-- app-tables: begin"
+	appTablesEnd   = "-- app-tables: end"
+)
+
+// withoutAppTables is q without its app-tables sections.
+func withoutAppTables(q string) string {
+	var b strings.Builder
+	skip := false
+	for _, line := range strings.SplitAfter(q, "\n") {
+		switch t := strings.TrimSpace(line); {
+		case strings.HasPrefix(t, appTablesBegin):
+			skip = true
+		case strings.HasPrefix(t, appTablesEnd):
+			skip = false
+		case !skip:
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// CreateAppTables creates the application's tables as AppSchemaOf(db)
+// names them, with the contract's types, defaults and unique keys, when
+// they do not exist (reconciler migrate --app-tables, for a team starting
+// fresh); optional columns mapped to nothing are left out. An existing table
+// is never altered. For the contract's own names the migrations create
+// them (Migrate), and so does this. It returns what it created.
+func CreateAppTables(ctx context.Context, db *gorm.DB) ([]string, error) {
+	s := AppSchemaOf(db)
+	if !s.Mapped() {
+		if _, err := Migrate(ctx, db); err != nil {
+			return nil, err
+		}
+		return []string{s.Payments.Qualified(), s.Events.Qualified()}, nil
+	}
+	lite := SQLite(db)
+	var created []string
+	for _, t := range []struct {
+		table   AppTable
+		cols    []AppColumn
+		unique  [2]string
+		indexes [][]string
+	}{
+		{s.Payments, PaymentColumns, [2]string{"provider", "provider_id"}, [][]string{{"provider", "account", "source_updated_at"}, {"provider", "payout_id"}}},
+		{s.Events, EventColumns, [2]string{"source", "event_id"}, nil},
+	} {
+		if lite && t.table.Schema != "" {
+			return created, fmt.Errorf("%s: the embedded store has no schemas: map the table without one", t.table.Qualified())
+		}
+		var exists int64
+		q := `SELECT count(*) FROM information_schema.tables WHERE table_schema = coalesce(NULLIF(?, ''), current_schema()) AND table_name = ?`
+		args := []any{t.table.Schema, t.table.Name}
+		if lite {
+			q, args = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, []any{t.table.Name}
+		}
+		if err := db.WithContext(ctx).Raw(q, args...).Scan(&exists).Error; err != nil {
+			return created, fmt.Errorf("look for %s: %w", t.table.Qualified(), err)
+		}
+		if exists > 0 {
+			continue
+		}
+		var stmts []string
+		if t.table.Schema != "" {
+			stmts = append(stmts, `CREATE SCHEMA IF NOT EXISTS `+QuoteIdent(t.table.Schema))
+		}
+		var defs []string
+		if t.cols[0].Name != "id" { // the events table's own key, which the job never reads
+			defs = append(defs, "id "+columnDef(lite, "id", KindInteger, "pk"))
+		}
+		for _, c := range t.cols {
+			name := t.table.Columns[c.Name]
+			if name == "" {
+				continue
+			}
+			defs = append(defs, QuoteIdent(name)+" "+columnDef(lite, c.Name, c.Kind, ""))
+		}
+		defs = append(defs, "UNIQUE ("+QuoteIdent(t.table.Columns[t.unique[0]])+", "+QuoteIdent(t.table.Columns[t.unique[1]])+")")
+		stmts = append(stmts, "CREATE TABLE "+t.table.Ident()+" (\n    "+strings.Join(defs, ",\n    ")+"\n)")
+		for _, ix := range t.indexes {
+			var cols []string
+			for _, c := range ix {
+				if t.table.Columns[c] != "" {
+					cols = append(cols, QuoteIdent(t.table.Columns[c]))
+				}
+			}
+			if len(cols) != len(ix) {
+				continue
+			}
+			name := QuoteIdent(t.table.Name + "_reconciler_" + strings.Join(ix, "_") + "_idx")
+			stmts = append(stmts, "CREATE INDEX IF NOT EXISTS "+name+" ON "+t.table.Ident()+" ("+strings.Join(cols, ", ")+")")
+		}
+		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			for _, q := range stmts {
+				if err := tx.Exec(q).Error; err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return created, fmt.Errorf("create %s: %w", t.table.Qualified(), err)
+		}
+		created = append(created, t.table.Qualified())
+	}
+	return created, nil
+}
+
+// columnDef is a column's type, nullability and default as the contract's
+// migrations write it, in either dialect; kind "pk" with name id is the
+// events table's own key.
+func columnDef(lite bool, name string, kind ColumnKind, pk string) string {
+	if name == "id" || pk != "" {
+		if lite {
+			return "INTEGER PRIMARY KEY AUTOINCREMENT"
+		}
+		return "bigserial PRIMARY KEY"
+	}
+	typ := map[ColumnKind][2]string{
+		KindText: {"text", "TEXT"}, KindInteger: {"bigint", "INTEGER"}, KindTime: {"timestamptz", "DATETIME"},
+		KindJSON: {"jsonb", "TEXT"}, KindBool: {"boolean", "BOOLEAN"},
+	}[kind]
+	t := typ[0]
+	if lite {
+		t = typ[1]
+	}
+	now := "now()"
+	if lite {
+		now = "CURRENT_TIMESTAMP"
+	}
+	switch name {
+	case "account":
+		return t + " NOT NULL DEFAULT ''"
+	case "amount_refunded", "attempts":
+		return t + " NOT NULL DEFAULT 0"
+	case "created_at", "updated_at", "received_at":
+		return t + " NOT NULL DEFAULT " + now
+	case "synthetic":
+		if lite {
+			return t + " NOT NULL DEFAULT 0"
+		}
+		return t + " NOT NULL DEFAULT false"
+	case "provider", "provider_id", "state", "amount", "currency", "source", "event_id", "event_type", "payload":
+		return t + " NOT NULL"
+	}
+	return t
 }

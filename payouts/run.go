@@ -135,20 +135,30 @@ var _ Rows = GormRows{}
 // Naming implements Rows. payments has no index on payout_id, so on a large
 // table each call scans it (docs/payouts.md).
 func (g GormRows) Naming(ctx context.Context, provider, payout string) ([]Row, error) {
+	m := models.AppSchemaOf(g.DB)
+	if !m.Has("payout_id") {
+		return nil, nil // the application's table records no payout
+	}
 	var ps []models.Payment
-	err := g.DB.WithContext(ctx).Select("provider_id", "amount", "amount_captured", "currency", "payout_id").
-		Where("provider = ? AND payout_id = ?", provider, payout).Order("provider_id").Find(&ps).Error
+	err := g.DB.WithContext(ctx).Table(m.SQL("{payments} AS p")).Select(m.SQL(rowColumns)).
+		Where(m.SQL("{p.provider} = ? AND {p.payout_id} = ?"), provider, payout).Order(m.SQL("{p.provider_id}")).Find(&ps).Error
 	return rowsOf(ps), err
 }
+
+// rowColumns selects a Row's columns of the application's payments table
+// (models.AppSchema: the application's names).
+const rowColumns = `{p.provider_id} AS provider_id, {p.amount} AS amount, {p.amount_captured|NULL} AS amount_captured,
+	{p.currency} AS currency, {p.payout_id|NULL} AS payout_id`
 
 // ByIDs implements Rows.
 func (g GormRows) ByIDs(ctx context.Context, provider string, ids []string) ([]Row, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	m := models.AppSchemaOf(g.DB)
 	var ps []models.Payment
-	err := g.DB.WithContext(ctx).Select("provider_id", "amount", "amount_captured", "currency", "payout_id").
-		Where("provider = ? AND provider_id IN ?", provider, ids).Find(&ps).Error
+	err := g.DB.WithContext(ctx).Table(m.SQL("{payments} AS p")).Select(m.SQL(rowColumns)).
+		Where(m.SQL("{p.provider} = ? AND {p.provider_id} IN ?"), provider, ids).Find(&ps).Error
 	return rowsOf(ps), err
 }
 

@@ -230,6 +230,9 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 	if m, ok := o.Provider.(ModeReporter); ok {
 		h.run.Mode = m.Mode()
 	}
+	if s, ok := o.Store.(interface{ AppSchema() models.AppSchema }); ok && len(s.AppSchema().Absent()) > 0 {
+		notes["not_recorded"] = s.AppSchema().Absent() // issue 18: the application's table lacks these optional columns
+	}
 	h.run.Notes, _ = json.Marshal(notes)
 	if err := o.Store.CreateRun(ctx, &h.run); err != nil {
 		return nil, err

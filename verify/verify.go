@@ -349,11 +349,18 @@ func (v *verifier) listed(ctx context.Context, fn func([]reconcile.Current) erro
 
 // rowsOf reads the local rows of ids.
 func (v *verifier) rowsOf(ctx context.Context, ids []string) ([]models.Payment, error) {
+	m := models.AppSchemaOf(v.o.DB) // the application's names (issue 18)
 	var rows []models.Payment
-	err := v.o.DB.WithContext(ctx).Where("provider = ? AND account = ? AND provider_id IN ?", v.o.Provider, v.o.Account, ids).
-		Order("id").Find(&rows).Error
+	err := v.o.DB.WithContext(ctx).Table(m.SQL("{payments} AS p")).Select(m.SQL(models.PaymentSelect)).
+		Where(m.SQL("{p.provider} = ? AND {p.account} = ? AND {p.provider_id} IN ?"), v.o.Provider, v.o.Account, ids).
+		Order(m.SQL("{p.id}")).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("read payments: %w", err)
+	}
+	for i := range rows {
+		if rows[i].State, err = m.OurState(string(rows[i].State)); err != nil {
+			return nil, err
+		}
 	}
 	return rows, nil
 }

@@ -102,15 +102,15 @@ func (e env) run(ctx context.Context, fs *pflag.FlagSet, f runFlags) (err error)
 	}
 
 	log := newLogger(cfg, stderr)
-	svc := &runner.Service{Config: cfg, Log: log}
-	if fleet, err = svc.Resolve(ctx, fleet); err != nil {
-		return err
-	}
-	db, st, closeDB, err := openDB(ctx, cfg, log, false)
+	db, st, closeDB, err := openDB(ctx, cfg, log, false) // before any provider request: the schema check (issue 18)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	svc := &runner.Service{Config: cfg, Log: log}
+	if fleet, err = svc.Resolve(ctx, fleet); err != nil {
+		return err
+	}
 	if cfg.Database.AutoMigrate && !f.noMigrate {
 		if _, err := models.Migrate(ctx, db); err != nil {
 			return fmt.Errorf("migrate: %w", err)

@@ -40,8 +40,8 @@ var isTerminal = logging.IsTerminal
 func openDB(ctx context.Context, cfg config.Config, log *slog.Logger, migrated bool) (db *gorm.DB, st store.Store, closeDB func(), err error) {
 	d := cfg.Database
 	reason, _ := cfg.EmbeddedStore()
-	db, st, closeDB, err = dbopen.OpenStore(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log, Reason: reason, MustExist: migrated})
-	if errors.Is(err, dbopen.ErrNoEmbeddedStore) {
+	db, st, closeDB, err = dbopen.OpenStore(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log, Reason: reason, MustExist: migrated, Schema: cfg.Schema.Mapping()})
+	if errors.Is(err, dbopen.ErrNoEmbeddedStore) || errors.As(err, new(*store.SchemaError)) { // issue 18: the application's tables are checked first
 		err = usageError{Err: err}
 	}
 	return db, st, closeDB, err

@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"net/url"
+
 	"gorm.io/gorm"
 
+	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/store/pgstore"
+	"github.com/reconciler/reconciler/store/sqlitestore"
 )
 
 // Params say which database Open opens (config.Database's values: this
@@ -32,6 +37,11 @@ type Params struct {
 	MaxOpenConns int
 	// Log, when set, is told that the embedded store is in use.
 	Log *slog.Logger
+	// Schema names the application's tables (config's schema section);
+	// the zero value is the contract's. It is attached to the connection
+	// (models.WithAppSchema), so every store and reader over it uses it, and
+	// Schema.Own puts our own tables first on the PostgreSQL search_path.
+	Schema models.AppSchema
 }
 
 // ErrNoEmbeddedStore is Open's error when p.MustExist and the embedded
@@ -63,12 +73,16 @@ func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 		if err := db.WithContext(ctx).Exec(`SELECT 1`).Error; err != nil {
 			return nil, fmt.Errorf("open the embedded store %s: %w", p.SQLitePath, err)
 		}
-		return db, nil
+		return db, prepare(ctx, db, p)
 	}
 	redacted := func(err error) error {
 		return fmt.Errorf("connect to the database: %s", strings.ReplaceAll(pgstore.OneLine(err), p.URL, "[DATABASE_URL]"))
 	}
-	db, err := Postgres(p.URL)
+	dsn, err := withOwnSchema(p.URL, p.Schema.Own)
+	if err != nil {
+		return nil, err
+	}
+	db, err := Postgres(dsn)
 	if err != nil {
 		return nil, redacted(err)
 	}
@@ -86,7 +100,115 @@ func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 	if err := sqlDB.PingContext(pctx); err != nil {
 		return nil, redacted(err)
 	}
-	return db, nil
+	return db, prepare(ctx, db, p)
+}
+
+// prepare gives db its application schema (unless p.Schema is the zero
+// value) and checks the application's tables against it (CheckSchema),
+// before any command reads a provider or writes anything; ctx from
+// SkipSchemaCheck skips the check (migrate --app-tables, which creates the
+// tables it would not find). The log says which optional columns the
+// application's tables lack, which the job then does not record.
+func prepare(ctx context.Context, db *gorm.DB, p Params) error {
+	if p.Schema.Payments.Name != "" {
+		if err := models.WithAppSchema(db, p.Schema); err != nil {
+			return err
+		}
+	}
+	if skip, _ := ctx.Value(skipCheckKey{}).(bool); !skip {
+		if err := CheckSchema(ctx, db); err != nil {
+			if sqlDB, derr := db.DB(); derr == nil {
+				_ = sqlDB.Close()
+			}
+			return err // the one line the command prints
+		}
+	}
+	if absent := p.Schema.Absent(); len(absent) > 0 && p.Log != nil && p.Schema.Payments.Name != "" {
+		p.Log.Info("the application's tables lack optional columns: the job does not record them", "absent", strings.Join(absent, ", "))
+	}
+	return nil
+}
+
+type skipCheckKey struct{}
+
+// SkipSchemaCheck returns ctx under which Open does not check the
+// application's tables: for creating them.
+func SkipSchemaCheck(ctx context.Context) context.Context {
+	return context.WithValue(ctx, skipCheckKey{}, true)
+}
+
+// Migrate is reconciler migrate: with appTables, the application's tables
+// as db's mapping names them first (models.CreateAppTables, for a team
+// starting fresh; a table that exists is left alone), then the migrations
+// (models.Migrate: in a mapped install, our own tables only), each step
+// said on out.
+func Migrate(ctx context.Context, db *gorm.DB, appTables bool, out io.Writer) error {
+	if appTables {
+		created, err := models.CreateAppTables(ctx, db)
+		if err != nil {
+			return err
+		}
+		for _, t := range created {
+			fmt.Fprintf(out, "app tables: %s is there\n", t)
+		}
+		if err := CheckSchema(ctx, db); err != nil {
+			return err
+		}
+	}
+	applied, err := models.Migrate(ctx, db)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(out, "migrations: up to date")
+	}
+	for _, v := range applied {
+		fmt.Fprintf(out, "migrations: applied %s\n", v)
+	}
+	return nil
+}
+
+// withOwnSchema is dsn with schema first on its search_path (before the
+// DSN's own search_path, or PostgreSQL's default "$user", public), so that
+// our tables live in it and unqualified application tables are still found
+// where they were. The DSN is a URL or key=value pairs.
+func withOwnSchema(dsn, schema string) (string, error) {
+	if schema == "" {
+		return dsn, nil
+	}
+	path := func(old string) string {
+		if old == "" {
+			old = `"$user", public`
+		}
+		return models.QuoteIdent(schema) + ", " + old
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", errors.New("database.url is not a valid URL")
+		}
+		q := u.Query()
+		q.Set("search_path", path(q.Get("search_path")))
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	return dsn + " search_path='" + strings.ReplaceAll(path(""), "'", `\'`) + "'", nil
+}
+
+// CheckSchema checks the application's tables of db's mapping against the
+// live schema (a *store.SchemaError names the first problem). A default
+// install with migrations pending is not checked: its migrations create and
+// alter the contract's tables, and the check runs once they have.
+func CheckSchema(ctx context.Context, db *gorm.DB) error {
+	if !models.AppSchemaOf(db).Mapped() {
+		if pending, err := models.Pending(ctx, db); err != nil || len(pending) > 0 {
+			return nil
+		}
+	}
+	if db.Dialector.Name() == "sqlite" {
+		return sqlitestore.CheckSchema(ctx, db)
+	}
+	return pgstore.CheckSchema(ctx, db)
 }
 
 // PoolHeadroom is how many pooled connections are kept beside the runs'

@@ -57,3 +57,21 @@ func TestOpenEmbedded(t *testing.T) {
 	sqlDB, _ = db.DB()
 	_ = sqlDB.Close()
 }
+
+// schema.own_schema goes first on the search_path, before the DSN's own or
+// PostgreSQL's default, in either DSN form.
+func TestWithOwnSchema(t *testing.T) {
+	for _, c := range []struct{ dsn, want string }{
+		{"postgres://u@h/db", `postgres://u@h/db?search_path=recon%2C+%22%24user%22%2C+public`},
+		{"postgres://u@h/db?search_path=app&sslmode=disable", `postgres://u@h/db?search_path=recon%2C+app&sslmode=disable`},
+		{"host=h dbname=db", `host=h dbname=db search_path='recon, "$user", public'`},
+	} {
+		got, err := withOwnSchema(c.dsn, "recon")
+		if err != nil || got != c.want {
+			t.Errorf("withOwnSchema(%q) = %q, %v; want %q", c.dsn, got, err, c.want)
+		}
+	}
+	if got, _ := withOwnSchema("postgres://u@h/db", ""); got != "postgres://u@h/db" {
+		t.Errorf("no own schema changes the DSN: %q", got)
+	}
+}

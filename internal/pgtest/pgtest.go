@@ -38,6 +38,11 @@ type DB struct {
 // unless CI is set, where it fails: CI must never silently skip the database.
 func New(t testing.TB) *DB {
 	t.Helper()
+	return newPG(t, Mapped())
+}
+
+func newPG(t testing.TB, mapped bool) *DB {
+	t.Helper()
 	base := os.Getenv("DATABASE_URL")
 	if base == "" {
 		if os.Getenv("CI") != "" {
@@ -46,8 +51,8 @@ func New(t testing.TB) *DB {
 		t.Skip("DATABASE_URL is unset; run the tests through scripts/test.sh")
 	}
 	schema := fmt.Sprintf("t_%s_%d_%d", sanitize(t.Name()), os.Getpid(), seq.Add(1))
-	if len(schema) > 60 {
-		schema = schema[len(schema)-60:]
+	if len(schema) > 56 { // room for the mapped layout's _app
+		schema = schema[len(schema)-56:]
 		schema = "t" + strings.TrimLeft(schema, "_0123456789")
 	}
 	admin := open(t, base)
@@ -56,41 +61,57 @@ func New(t testing.TB) *DB {
 	}
 	u := WithSchema(t, base, schema)
 	db := open(t, u)
-	if _, err := models.Migrate(context.Background(), db); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	d := &DB{DB: db, URL: u, Schema: schema}
 	t.Cleanup(func() {
 		if sqlDB, err := db.DB(); err == nil {
 			_ = sqlDB.Close()
 		}
 		if os.Getenv("PGTEST_KEEP") == "" {
 			_ = admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`).Error
+			_ = admin.Exec(`DROP SCHEMA IF EXISTS ` + schema + `_app CASCADE`).Error
 		}
 		if sqlDB, err := admin.DB(); err == nil {
 			_ = sqlDB.Close()
 		}
 	})
-	return &DB{DB: db, URL: u, Schema: schema}
+	if mapped {
+		mapTables(t, d, MappedSchema(schema+"_app"), false)
+		return d
+	}
+	if _, err := models.Migrate(context.Background(), db); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return d
 }
 
 // NewSQLite returns a migrated embedded store in a temporary file, for the
 // scenario tests that run on both stores.
 func NewSQLite(t testing.TB) *DB {
 	t.Helper()
+	return newSQLite(t, Mapped())
+}
+
+func newSQLite(t testing.TB, mapped bool) *DB {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "reconciler.db")
 	db, err := dbopen.SQLite(path)
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
-	}
-	if _, err := models.Migrate(context.Background(), db); err != nil {
-		t.Fatalf("migrate sqlite: %v", err)
 	}
 	t.Cleanup(func() {
 		if sqlDB, err := db.DB(); err == nil {
 			_ = sqlDB.Close()
 		}
 	})
-	return &DB{DB: db, URL: path}
+	d := &DB{DB: db, URL: path}
+	if mapped {
+		mapTables(t, d, MappedSchema(""), true)
+		return d
+	}
+	if _, err := models.Migrate(context.Background(), db); err != nil {
+		t.Fatalf("migrate sqlite: %v", err)
+	}
+	return d
 }
 
 // WithSchema returns base with search_path set to schema.
@@ -129,31 +150,33 @@ func sanitize(s string) string {
 // ForbidBackwards installs a trigger that fails any update of payments that
 // moves a row off an allowed edge, back in provider time, or lowers
 // amount_refunded: the tests' witness that "never" holds. PostgreSQL only.
+// On the mapped layout it watches the application's table, in its names.
 func ForbidBackwards(t testing.TB, db *gorm.DB) {
 	t.Helper()
+	m := models.AppSchemaOf(db)
 	var pairs []string
 	for _, from := range models.States {
 		for _, to := range models.States {
 			if models.CanMove(from, to) {
-				pairs = append(pairs, fmt.Sprintf("'%s>%s'", from, to))
+				pairs = append(pairs, models.QuoteLiteral(m.AppState(from)+">"+m.AppState(to)))
 			}
 		}
 	}
-	err := db.Exec(fmt.Sprintf(`
+	err := db.Exec(fmt.Sprintf(m.SQL(`
 CREATE FUNCTION forbid_backwards() RETURNS trigger AS $$
 BEGIN
-  IF NEW.state <> OLD.state AND NOT (OLD.state || '>' || NEW.state) = ANY (ARRAY[%s]) THEN
-    RAISE EXCEPTION 'backward move %% -> %%', OLD.state, NEW.state;
+  IF NEW.{state} <> OLD.{state} AND NOT (OLD.{state} || '>' || NEW.{state}) = ANY (ARRAY[%s]) THEN
+    RAISE EXCEPTION 'backward move %% -> %%', OLD.{state}, NEW.{state};
   END IF;
-  IF OLD.source_updated_at IS NOT NULL AND NEW.source_updated_at < OLD.source_updated_at THEN
+  IF OLD.{source_updated_at} IS NOT NULL AND NEW.{source_updated_at} < OLD.{source_updated_at} THEN
     RAISE EXCEPTION 'moved back in provider time';
   END IF;
-  IF NEW.amount_refunded < OLD.amount_refunded THEN
+  IF NEW.{amount_refunded} < OLD.{amount_refunded} THEN
     RAISE EXCEPTION 'amount_refunded lowered';
   END IF;
   RETURN NEW;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER forbid_backwards BEFORE UPDATE ON payments FOR EACH ROW EXECUTE FUNCTION forbid_backwards();`,
+CREATE TRIGGER forbid_backwards BEFORE UPDATE ON {payments} FOR EACH ROW EXECUTE FUNCTION forbid_backwards();`),
 		strings.Join(pairs, ","))).Error
 	if err != nil {
 		t.Fatalf("install forbid_backwards: %v", err)

@@ -8,7 +8,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/internal/webhooksim"
-	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
 	"github.com/reconciler/reconciler/workdays"
 )
@@ -163,7 +162,7 @@ func (g *GoCardless) SeedLocal(ctx context.Context, db *gorm.DB, now time.Time) 
 		{g.Mismatch, map[string]any{"amount": 2990}},
 	}
 	for _, e := range edits {
-		res := db.WithContext(ctx).Model(&models.Payment{}).Where("provider = 'gocardless' AND provider_id = ?", e.id).Updates(e.cols)
+		res := editPayments(ctx, db, "provider = 'gocardless' AND provider_id = ?", []any{e.id}, e.cols)
 		if res.Error != nil {
 			return res.Error
 		}

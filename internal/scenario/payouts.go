@@ -7,7 +7,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 )
@@ -98,8 +97,7 @@ func NewGoCardlessPayouts(srv *gcfake.Server, now time.Time) *Payouts {
 // MisnameRow makes Misnamed's row name Outside, as a bug in the live
 // webhook worker would.
 func (s *Payouts) MisnameRow(ctx context.Context, db *gorm.DB) error {
-	res := db.WithContext(ctx).Model(&models.Payment{}).Where("provider = ? AND provider_id = ?", s.Provider, s.Misnamed).
-		Update("payout_id", s.Outside)
+	res := editPayments(ctx, db, "provider = ? AND provider_id = ?", []any{s.Provider, s.Misnamed}, map[string]any{"payout_id": s.Outside})
 	if res.Error != nil {
 		return res.Error
 	}

@@ -11,7 +11,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/internal/webhooksim"
-	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/stripe/stripefake"
 )
 
@@ -120,7 +119,7 @@ func (s *Stripe) SeedLocal(ctx context.Context, db *gorm.DB, now time.Time) erro
 		{s.LocalAhead, map[string]any{"state": "chargeback", "source_updated_at": h(-1.5)}},
 	}
 	for _, e := range edits {
-		res := db.WithContext(ctx).Model(&models.Payment{}).Where("provider = 'stripe' AND provider_id = ?", e.id).Updates(e.cols)
+		res := editPayments(ctx, db, "provider = 'stripe' AND provider_id = ?", []any{e.id}, e.cols)
 		if res.Error != nil {
 			return res.Error
 		}

@@ -367,9 +367,7 @@ func SeedStripeAccount(ctx context.Context, db *gorm.DB, account string, ds []we
 	}
 	for len(ids) > 0 {
 		n := min(len(ids), 1000)
-		err := db.WithContext(ctx).Model(&models.Payment{}).
-			Where("provider = 'stripe' AND account = '' AND provider_id IN ?", ids[:n]).
-			Update("account", account).Error
+		err := editPayments(ctx, db, "provider = 'stripe' AND account = '' AND provider_id IN ?", []any{ids[:n]}, map[string]any{"account": account}).Error
 		if err != nil {
 			return fmt.Errorf("scenario: record account %s: %w", account, err)
 		}

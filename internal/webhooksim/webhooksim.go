@@ -85,8 +85,10 @@ func Apply(ctx context.Context, db *gorm.DB, source string, d Delivery) error {
 func apply(tx *gorm.DB, source string, d Delivery) error {
 	// The same statement on both stores: PostgreSQL types the payload
 	// parameter as the jsonb column it fills.
-	res := tx.Exec(`INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at)
-		VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT (source, event_id) DO NOTHING`,
+	// In the application's names (models.AppSchemaOf: the connection's
+	// mapping), as an application's worker writes its own tables.
+	res := tx.Exec(models.AppSchemaOf(tx).SQL(`INSERT INTO {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at})
+		VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT ({source}, {event_id}) DO NOTHING`),
 		source, d.EventID, d.EventType, string(d.Payload))
 	if res.Error != nil {
 		return res.Error
@@ -131,8 +133,9 @@ func ApplyFact(tx *gorm.DB, source string, f Fact) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	g := dialect(tx)
-	db := tx.Statement.ConnPool // the transaction's *sql.Tx: the guard runs inside it
+	m := models.AppSchemaOf(tx)
+	g := guard.For(dialect(tx), m) // the published guard, over the connection's mapping
+	db := tx.Statement.ConnPool    // the transaction's *sql.Tx: the guard runs inside it
 	if f.State == models.StateNone {
 		if f.AmountRefunded > 0 {
 			_, err := g.RaiseRefund(ctx, db, source, f.PaymentID, f.AmountRefunded)
@@ -144,10 +147,10 @@ func ApplyFact(tx *gorm.DB, source string, f Fact) error {
 	if f.State != models.StateCanceled {
 		refund = f.AmountRefunded
 	}
-	atSQL, at := timeParam(g, f.At)
-	res := tx.Exec(`INSERT INTO payments (provider, provider_id, state, amount, currency, amount_refunded, source_updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, `+atSQL+`) ON CONFLICT (provider, provider_id) DO NOTHING`,
-		source, f.PaymentID, string(f.State), f.Amount, f.Currency, refund, at)
+	atSQL, at := timeParam(g.Dialect, f.At)
+	res := tx.Exec(m.SQL(`INSERT INTO {payments} ({provider}, {provider_id}, {state}, {amount}, {currency}, {amount_refunded}, {source_updated_at})
+		VALUES (?, ?, ?, ?, ?, ?, `+atSQL+`) ON CONFLICT ({provider}, {provider_id}) DO NOTHING`),
+		source, f.PaymentID, m.AppState(f.State), f.Amount, f.Currency, refund, at)
 	if res.Error != nil {
 		return res.Error
 	}

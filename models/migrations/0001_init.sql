@@ -1,4 +1,5 @@
 -- The contract tables of DESIGN section 6.
+-- app-tables: begin (the application's tables: left out of a mapped install, issue 18)
 CREATE TABLE IF NOT EXISTS payments (
     id                bigserial PRIMARY KEY,
     provider          text        NOT NULL,
@@ -33,6 +34,7 @@ CREATE TABLE IF NOT EXISTS webhook_events (
     run_id       bigint,
     UNIQUE (source, event_id)
 );
+-- app-tables: end
 
 CREATE TABLE IF NOT EXISTS reconciliation_runs (
     id               bigserial PRIMARY KEY,

@@ -10,6 +10,7 @@
 -- resolve payments by the caller's search_path at run time (search_path is
 -- deliberately not pinned: a deployment may live in its own schema).
 
+-- app-tables: begin (the application's tables: left out of a mapped install, issue 18)
 -- The states from which p_to may be entered: models.Predecessors. An unknown
 -- state is an error.
 CREATE OR REPLACE FUNCTION reconciler_allowed_predecessors(p_to text) RETURNS text[]
@@ -94,3 +95,4 @@ COMMENT ON FUNCTION reconciler_raise_refund(text, text, bigint) IS
   'reconciler guard: raises amount_refunded to p_amount, never lowering it and never on a canceled payment; returns whether the row changed.';
 COMMENT ON FUNCTION reconciler_record_settlement(text, text, text, timestamptz) IS
   'reconciler guard (DESIGN section 2): records that payout p_payout_id paid the payment out at provider time p_at, whatever the state: fills an empty settled_at (an empty or null p_payout_id keeps the row''s payout id), and replaces a different payout recorded at an earlier or equal time. Returns whether the row changed.';
+-- app-tables: end

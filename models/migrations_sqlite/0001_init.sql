@@ -1,4 +1,5 @@
 -- The contract tables of DESIGN section 6, for the embedded SQLite store.
+-- app-tables: begin (the application's tables: left out of a mapped install, issue 18)
 CREATE TABLE IF NOT EXISTS payments (
     id                INTEGER PRIMARY KEY AUTOINCREMENT,
     provider          TEXT     NOT NULL,
@@ -30,6 +31,7 @@ CREATE TABLE IF NOT EXISTS webhook_events (
     run_id       INTEGER,
     UNIQUE (source, event_id)
 );
+-- app-tables: end
 
 CREATE TABLE IF NOT EXISTS reconciliation_runs (
     id               INTEGER PRIMARY KEY AUTOINCREMENT,

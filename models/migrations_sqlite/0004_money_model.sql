@@ -1,8 +1,10 @@
 -- The money model of DESIGN sections 2-6 as revised (issue 10); see the
 -- PostgreSQL migration of the same name.
+-- app-tables: begin (the application's tables: left out of a mapped install, issue 18)
 ALTER TABLE payments ADD COLUMN settled_at DATETIME;
 ALTER TABLE payments ADD COLUMN payout_id TEXT;
 ALTER TABLE payments ADD COLUMN amount_captured INTEGER;
+-- app-tables: end
 ALTER TABLE reconciliation_runs ADD COLUMN settlements_recorded INTEGER NOT NULL DEFAULT 0;
 
 -- SQLite cannot alter a CHECK constraint: the table is rebuilt to admit

@@ -1,2 +1,4 @@
 -- Finance (issue 15); see the PostgreSQL migration of the same name.
+-- app-tables: begin (the application's tables: left out of a mapped install, issue 18)
 CREATE INDEX IF NOT EXISTS payments_payout_idx ON payments (provider, payout_id) WHERE payout_id IS NOT NULL;
+-- app-tables: end

@@ -22,6 +22,7 @@ import (
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/payouts"
 	"github.com/reconciler/reconciler/runner"
+	"github.com/reconciler/reconciler/store"
 )
 
 // Env is what the command line gives the command.
@@ -102,8 +103,10 @@ func Run(ctx context.Context, f Flags, env Env) (mismatch bool, err error) {
 	}
 
 	log := env.Logger(cfg)
-	db, err := dbopen.Open(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log})
-	if err != nil {
+	db, err := dbopen.Open(ctx, dbopen.Params{URL: d.URL, SQLitePath: d.SQLitePath, MaxOpenConns: d.MaxOpenConns, Log: log, Schema: cfg.Schema.Mapping()})
+	if se := new(store.SchemaError); errors.As(err, &se) {
+		return false, runner.UsageError{Err: err} // the application's tables do not match the mapping: exit 2
+	} else if err != nil {
 		return false, err
 	}
 	defer func() {

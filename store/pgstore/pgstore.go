@@ -243,9 +243,9 @@ func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]st
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.c.Payments(`SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded, settled_at, payout_id, amount_captured
-		FROM payments WHERE provider = ? AND provider_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))
-		ORDER BY provider_id`, provider, arg)
+	rows, err := t.c.Payments(t.c.SQL(`SELECT {provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}
+		FROM {payments} WHERE {provider} = ? AND {provider_id} IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))
+		ORDER BY {provider_id}`), provider, arg)
 	if err != nil {
 		return nil, fmt.Errorf("load payments: %w", err)
 	}
@@ -256,18 +256,18 @@ func (t tx) InsertPayments(_ context.Context, provider, account string, rows []s
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	arg, err := sqlbase.JSON(rows)
+	arg, err := sqlbase.JSON(sqlbase.AppStates(rows, t.c.Base().Schema))
 	if err != nil {
 		return nil, err
 	}
-	ids, err := t.c.Strings(`INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at,
-		    settled_at, payout_id, amount_captured, created_at, updated_at)
-		SELECT ?, ?, v.provider_id, v.state, v.amount, v.currency, v.amount_refunded, v.at, v.settled_at, NULLIF(v.payout_id, ''), v.amount_captured,
-		       coalesce(CAST(? AS timestamptz), now()), coalesce(CAST(? AS timestamptz), now())
+	ids, err := t.c.Strings(t.c.SQL(`INSERT INTO {payments} ({provider}, {account}, {provider_id}, {state}, {amount}, {currency}, {amount_refunded}, {source_updated_at}
+		    [[settled_at:, {settled_at}]][[payout_id:, {payout_id}]][[amount_captured:, {amount_captured}]][[created_at:, {created_at}]][[updated_at:, {updated_at}]])
+		SELECT ?, ?, v.provider_id, v.state, v.amount, v.currency, v.amount_refunded, v.at[[settled_at:, v.settled_at]][[payout_id:, NULLIF(v.payout_id, '')]][[amount_captured:, v.amount_captured]]
+		       [[created_at:, coalesce(CAST(? AS timestamptz), now())]][[updated_at:, coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, state text, at timestamptz, amount bigint, currency text, amount_refunded bigint,
 		    settled_at timestamptz, payout_id text, amount_captured bigint)
-		ON CONFLICT (provider, provider_id) DO NOTHING
-		RETURNING provider_id`, provider, account, t.now(), t.now(), arg)
+		ON CONFLICT ({provider}, {provider_id}) DO NOTHING
+		RETURNING {provider_id}`), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.now(), arg)...)
 	if err != nil {
 		return nil, fmt.Errorf("insert missing payments: %w", err)
 	}
@@ -278,19 +278,19 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 	if len(steps) == 0 {
 		return nil, nil
 	}
-	arg, err := sqlbase.StepsJSON(steps)
+	arg, err := sqlbase.StepsJSON(steps, t.c.Base().Schema)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := t.c.Strings(`UPDATE payments p
-		SET state = v.to_state, source_updated_at = v.at,
-		    amount_refunded = GREATEST(p.amount_refunded, v.refund), updated_at = coalesce(CAST(? AS timestamptz), now())
+	ids, err := t.c.Strings(t.c.SQL(`UPDATE {payments} p
+		SET {state} = v.to_state, {source_updated_at} = v.at,
+		    {amount_refunded} = GREATEST(p.{amount_refunded}, v.refund)[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, to_state text, preds text, at timestamptz, refund bigint)
-		WHERE p.provider = ? AND p.provider_id = v.provider_id
-		  AND p.state = ANY(string_to_array(v.preds, ','))
-		  AND (p.source_updated_at IS NULL OR p.source_updated_at <= v.at
-		       OR (p.state = 'settled' AND v.to_state IN ('refunded', 'chargeback')))
-		RETURNING p.provider_id`, t.now(), arg, provider)
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
+		  AND p.{state} = ANY(string_to_array(v.preds, ','))
+		  AND (p.{source_updated_at} IS NULL OR p.{source_updated_at} <= v.at
+		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))
+		RETURNING p.{provider_id}`), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
 	if err != nil {
 		return nil, fmt.Errorf("apply transitions: %w", err)
 	}
@@ -305,30 +305,30 @@ func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund
 	if err != nil {
 		return err
 	}
-	if err := t.c.Exec(`UPDATE payments p SET amount_refunded = v.refund, updated_at = coalesce(CAST(? AS timestamptz), now())
+	if err := t.c.Exec(t.c.SQL(`UPDATE {payments} p SET {amount_refunded} = v.refund[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, refund bigint)
-		WHERE p.provider = ? AND p.provider_id = v.provider_id
-		  AND p.amount_refunded < v.refund AND p.state <> 'canceled'`, t.now(), arg, provider); err != nil {
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
+		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}`), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...); err != nil {
 		return fmt.Errorf("raise amount_refunded: %w", err)
 	}
 	return nil
 }
 
 func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) (int64, error) {
-	if len(rows) == 0 {
+	if len(rows) == 0 || !sqlbase.RecordsSettlements(t.c.Base().Schema) {
 		return 0, nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
 		return 0, err
 	}
-	ids, err := t.c.Strings(`UPDATE payments p
-		SET settled_at = v.at, payout_id = coalesce(NULLIF(v.payout_id, ''), p.payout_id), updated_at = coalesce(CAST(? AS timestamptz), now())
+	ids, err := t.c.Strings(t.c.SQL(`UPDATE {payments} p
+		SET {settled_at} = v.at, {payout_id} = coalesce(NULLIF(v.payout_id, ''), p.{payout_id})[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, at timestamptz, payout_id text)
-		WHERE p.provider = ? AND p.provider_id = v.provider_id
-		  AND (p.settled_at IS NULL
-		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.payout_id IS DISTINCT FROM v.payout_id AND p.settled_at <= v.at))
-		RETURNING p.provider_id`, t.now(), arg, provider)
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
+		  AND (p.{settled_at} IS NULL
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS DISTINCT FROM v.payout_id AND p.{settled_at} <= v.at))
+		RETURNING p.{provider_id}`), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
 	if err != nil {
 		return 0, fmt.Errorf("record settlements: %w", err)
 	}
@@ -336,17 +336,17 @@ func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.S
 }
 
 func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) error {
-	if len(rows) == 0 {
+	if len(rows) == 0 || !t.c.Base().Schema.Has("amount_captured") {
 		return nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
 		return err
 	}
-	if err := t.c.Exec(`UPDATE payments p SET amount_captured = v.amount_captured, updated_at = coalesce(CAST(? AS timestamptz), now())
+	if err := t.c.Exec(t.c.SQL(`UPDATE {payments} p SET {amount_captured} = v.amount_captured[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, amount_captured bigint)
-		WHERE p.provider = ? AND p.provider_id = v.provider_id AND p.amount_captured IS DISTINCT FROM v.amount_captured`,
-		t.now(), arg, provider); err != nil {
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS DISTINCT FROM v.amount_captured`),
+		sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...); err != nil {
 		return fmt.Errorf("record captured amounts: %w", err)
 	}
 	return nil
@@ -441,8 +441,8 @@ func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []s
 	if err != nil {
 		return 0, err
 	}
-	known, err := t.c.Strings(`SELECT w.event_id FROM webhook_events w
-		WHERE w.source = ? AND w.event_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))`, source, arg)
+	known, err := t.c.Strings(t.c.SQL(`SELECT w.{event_id} FROM {webhook_events} w
+		WHERE w.{source} = ? AND w.{event_id} IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))`), source, arg)
 	if err != nil {
 		return 0, fmt.Errorf("find recorded events: %w", err)
 	}
@@ -461,14 +461,14 @@ func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []s
 			return 0, nil
 		}
 	}
-	n, err := t.c.Int(`WITH ins AS (
-		INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at, synthetic, run_id)
+	n, err := t.c.Int(t.c.SQL(`WITH ins AS (
+		INSERT INTO {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at}[[synthetic:, {synthetic}]][[run_id:, {run_id}]])
 		SELECT ?, v.event_id, v.event_type, v.payload,
-			CASE WHEN v.deliver THEN NULL ELSE coalesce(CAST(? AS timestamptz), now()) END, true, ?
+			CASE WHEN v.deliver THEN NULL ELSE coalesce(CAST(? AS timestamptz), now()) END[[synthetic:, true]][[run_id:, ?]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(event_id text, event_type text, payload jsonb, deliver boolean)
-		ON CONFLICT (source, event_id) DO NOTHING
+		ON CONFLICT ({source}, {event_id}) DO NOTHING
 		RETURNING 1)
-		SELECT count(*) FROM ins`, source, t.now(), runID, sqlbase.EventsJSON(rows))
+		SELECT count(*) FROM ins`), sqlbase.RunArg(t.c.Base().Schema, []any{source, t.now()}, runID, sqlbase.EventsJSON(rows))...)
 	if err != nil {
 		return 0, fmt.Errorf("insert synthetic events: %w", err)
 	}
@@ -483,8 +483,8 @@ func (t tx) MissingEvents(_ context.Context, source string, ids []string) (int64
 	if err != nil {
 		return 0, err
 	}
-	return t.c.Int(`SELECT count(*) FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
-		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.id)`, arg, source)
+	return t.c.Int(t.c.SQL(`SELECT count(*) FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
+		WHERE NOT EXISTS (SELECT 1 FROM {webhook_events} w WHERE w.{source} = ? AND w.{event_id} = v.id)`), arg, source)
 }
 
 func (t tx) AddCounts(_ context.Context, runID int64, p store.Progress) error {

@@ -1,5 +1,7 @@
 package sqlitestore
 
+import "github.com/reconciler/reconciler/models"
+
 // BatchStatement is a batch statement with arguments of the right kinds,
 // in the order it takes them.
 type BatchStatement struct {
@@ -8,8 +10,9 @@ type BatchStatement struct {
 	Args []any
 }
 
-// BatchStatements are every statement of a batch transaction.
-var BatchStatements = []BatchStatement{
+// BatchStatements are every statement of a batch transaction, in the
+// contract's names (models.DefaultAppSchema).
+var BatchStatements = expand([]BatchStatement{
 	{"LoadPayments", loadPaymentsSQL, []any{"stripe", `["pi_1"]`}},
 	{"InsertPayments", insertPaymentsSQL, []any{"stripe", "", nil, nil, `[]`}},
 	{"ApplySteps", applyStepsSQL, []any{`[]`, nil, "stripe"}},
@@ -23,4 +26,11 @@ var BatchStatements = []BatchStatement{
 	{"InsertItems", insertItemsSQL, []any{1, "stripe", nil, `[]`}},
 	{"InsertEvents", insertEventsSQL, []any{"stripe", nil, 1, `[]`}},
 	{"MissingEvents", missingEventsSQL, []any{`["evt_1"]`, "stripe"}},
+})
+
+func expand(sts []BatchStatement) []BatchStatement {
+	for i := range sts {
+		sts[i].SQL = models.DefaultAppSchema().SQL(sts[i].SQL)
+	}
+	return sts
 }

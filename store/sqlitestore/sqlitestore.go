@@ -77,53 +77,53 @@ const (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.to_state') AS to_state,
 		         json_extract(value, '$.preds') AS preds, json_extract(value, '$.at') AS at, json_extract(value, '$.refund') AS refund
 		  FROM json_each(?))
-		UPDATE payments AS p
-		SET state = v.to_state, source_updated_at = ` + sqlTimeAt + `,
-		    amount_refunded = max(p.amount_refunded, v.refund), updated_at = ` + now + `
+		UPDATE {payments} AS p
+		SET {state} = v.to_state, {source_updated_at} = ` + sqlTimeAt + `,
+		    {amount_refunded} = max(p.{amount_refunded}, v.refund)[[updated_at:, {updated_at} = ` + now + `]]
 		FROM v
-		WHERE p.provider = ? AND p.provider_id = v.provider_id
-		  AND instr(',' || v.preds || ',', ',' || p.state || ',') > 0
-		  AND (p.source_updated_at IS NULL OR julianday(p.source_updated_at) <= julianday(v.at)
-		       OR (p.state = 'settled' AND v.to_state IN ('refunded', 'chargeback')))
-		RETURNING provider_id`
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
+		  AND instr(',' || v.preds || ',', ',' || p.{state} || ',') > 0
+		  AND (p.{source_updated_at} IS NULL OR julianday(p.{source_updated_at}) <= julianday(v.at)
+		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))
+		RETURNING {provider_id}`
 
 	raiseRefundsSQL = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.refund') AS refund FROM json_each(?))
-		UPDATE payments AS p SET amount_refunded = v.refund, updated_at = ` + now + `
+		UPDATE {payments} AS p SET {amount_refunded} = v.refund[[updated_at:, {updated_at} = ` + now + `]]
 		FROM v
-		WHERE p.provider = ? AND p.provider_id = v.provider_id
-		  AND p.amount_refunded < v.refund AND p.state <> 'canceled'`
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
+		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}`
 
 	recordSettlementsSQL = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.at') AS at,
 		         json_extract(value, '$.payout_id') AS payout_id FROM json_each(?))
-		UPDATE payments AS p
-		SET settled_at = ` + sqlTimeAt + `, payout_id = coalesce(NULLIF(v.payout_id, ''), p.payout_id), updated_at = ` + now + `
+		UPDATE {payments} AS p
+		SET {settled_at} = ` + sqlTimeAt + `, {payout_id} = coalesce(NULLIF(v.payout_id, ''), p.{payout_id})[[updated_at:, {updated_at} = ` + now + `]]
 		FROM v
-		WHERE p.provider = ? AND p.provider_id = v.provider_id
-		  AND (p.settled_at IS NULL
-		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.payout_id IS NOT v.payout_id AND julianday(p.settled_at) <= julianday(v.at)))
-		RETURNING provider_id`
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
+		  AND (p.{settled_at} IS NULL
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS NOT v.payout_id AND julianday(p.{settled_at}) <= julianday(v.at)))
+		RETURNING {provider_id}`
 
 	recordCapturedSQL = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.amount_captured') AS amount_captured FROM json_each(?))
-		UPDATE payments AS p SET amount_captured = v.amount_captured, updated_at = ` + now + `
+		UPDATE {payments} AS p SET {amount_captured} = v.amount_captured[[updated_at:, {updated_at} = ` + now + `]]
 		FROM v
-		WHERE p.provider = ? AND p.provider_id = v.provider_id AND p.amount_captured IS NOT v.amount_captured`
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS NOT v.amount_captured`
 
-	loadPaymentsSQL = `SELECT provider_id, state, source_updated_at, amount, currency, amount_refunded, settled_at, payout_id, amount_captured
-		FROM payments WHERE provider = ? AND provider_id IN (SELECT value FROM json_each(?))
-		ORDER BY provider_id`
+	loadPaymentsSQL = `SELECT {provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}
+		FROM {payments} WHERE {provider} = ? AND {provider_id} IN (SELECT value FROM json_each(?))
+		ORDER BY {provider_id}`
 
-	insertPaymentsSQL = `INSERT INTO payments (provider, account, provider_id, state, amount, currency, amount_refunded, source_updated_at,
-		    settled_at, payout_id, amount_captured, created_at, updated_at)
+	insertPaymentsSQL = `INSERT INTO {payments} ({provider}, {account}, {provider_id}, {state}, {amount}, {currency}, {amount_refunded}, {source_updated_at}
+		    [[settled_at:, {settled_at}]][[payout_id:, {payout_id}]][[amount_captured:, {amount_captured}]][[created_at:, {created_at}]][[updated_at:, {updated_at}]])
 		SELECT ?, ?, json_extract(value, '$.provider_id'), json_extract(value, '$.state'), json_extract(value, '$.amount'),
-		       json_extract(value, '$.currency'), json_extract(value, '$.amount_refunded'), ` + sqlTimeValueAt + `,
-		       CASE WHEN json_extract(value, '$.settled_at') IS NULL THEN NULL ELSE ` + sqlTimeValueSettled + ` END,
-		       NULLIF(json_extract(value, '$.payout_id'), ''), json_extract(value, '$.amount_captured'), ` + now + `, ` + now + `
+		       json_extract(value, '$.currency'), json_extract(value, '$.amount_refunded'), ` + sqlTimeValueAt + `
+		       [[settled_at:, CASE WHEN json_extract(value, '$.settled_at') IS NULL THEN NULL ELSE ` + sqlTimeValueSettled + ` END]]
+		       [[payout_id:, NULLIF(json_extract(value, '$.payout_id'), '')]][[amount_captured:, json_extract(value, '$.amount_captured')]][[created_at:, ` + now + `]][[updated_at:, ` + now + `]]
 		FROM json_each(?) WHERE true
-		ON CONFLICT (provider, provider_id) DO NOTHING
-		RETURNING provider_id`
+		ON CONFLICT ({provider}, {provider_id}) DO NOTHING
+		RETURNING {provider_id}`
 
 	loadCarrySQL = `SELECT provider_id, state FROM reconciler_carry WHERE provider_id IN (SELECT value FROM json_each(?)) AND run_id = ?`
 
@@ -144,15 +144,15 @@ const (
 		       json_extract(value, '$.local_state'), json_extract(value, '$.provider_state'), coalesce(json_extract(value, '$.detail'), '{}'), ` + now + `
 		FROM json_each(?)`
 
-	insertEventsSQL = `INSERT INTO webhook_events (source, event_id, event_type, payload, processed_at, synthetic, run_id)
+	insertEventsSQL = `INSERT INTO {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at}[[synthetic:, {synthetic}]][[run_id:, {run_id}]])
 		SELECT ?, json_extract(value, '$.event_id'), json_extract(value, '$.event_type'), json_extract(value, '$.payload'),
-			CASE WHEN json_extract(value, '$.deliver') THEN NULL ELSE ` + now + ` END, 1, ?
+			CASE WHEN json_extract(value, '$.deliver') THEN NULL ELSE ` + now + ` END[[synthetic:, 1]][[run_id:, ?]]
 		FROM json_each(?) WHERE true
-		ON CONFLICT (source, event_id) DO NOTHING
-		RETURNING event_id`
+		ON CONFLICT ({source}, {event_id}) DO NOTHING
+		RETURNING {event_id}`
 
 	missingEventsSQL = `SELECT count(*) FROM json_each(?) AS v
-		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.value)`
+		WHERE NOT EXISTS (SELECT 1 FROM {webhook_events} w WHERE w.{source} = ? AND w.{event_id} = v.value)`
 )
 
 // The stored form of a batch's times (v.at, an element's at and
@@ -183,7 +183,7 @@ func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]st
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.c.Payments(loadPaymentsSQL, provider, arg)
+	rows, err := t.c.Payments(t.c.SQL(loadPaymentsSQL), provider, arg)
 	if err != nil {
 		return nil, fmt.Errorf("load payments: %w", err)
 	}
@@ -194,11 +194,11 @@ func (t tx) InsertPayments(_ context.Context, provider, account string, rows []s
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	arg, err := sqlbase.JSON(rows)
+	arg, err := sqlbase.JSON(sqlbase.AppStates(rows, t.c.Base().Schema))
 	if err != nil {
 		return nil, err
 	}
-	ids, err := t.c.Strings(insertPaymentsSQL, provider, account, t.stamp(), t.stamp(), arg)
+	ids, err := t.c.Strings(t.c.SQL(insertPaymentsSQL), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.stamp(), arg)...)
 	if err != nil {
 		return nil, fmt.Errorf("insert missing payments: %w", err)
 	}
@@ -209,11 +209,11 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 	if len(steps) == 0 {
 		return nil, nil
 	}
-	arg, err := sqlbase.StepsJSON(steps)
+	arg, err := sqlbase.StepsJSON(steps, t.c.Base().Schema)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := t.c.Strings(applyStepsSQL, arg, t.stamp(), provider)
+	ids, err := t.c.Strings(t.c.SQL(applyStepsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
 	if err != nil {
 		return nil, fmt.Errorf("apply transitions: %w", err)
 	}
@@ -228,21 +228,21 @@ func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund
 	if err != nil {
 		return err
 	}
-	if err := t.c.Exec(raiseRefundsSQL, arg, t.stamp(), provider); err != nil {
+	if err := t.c.Exec(t.c.SQL(raiseRefundsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...); err != nil {
 		return fmt.Errorf("raise amount_refunded: %w", err)
 	}
 	return nil
 }
 
 func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) (int64, error) {
-	if len(rows) == 0 {
+	if len(rows) == 0 || !sqlbase.RecordsSettlements(t.c.Base().Schema) {
 		return 0, nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
 		return 0, err
 	}
-	ids, err := t.c.Strings(recordSettlementsSQL, arg, t.stamp(), provider)
+	ids, err := t.c.Strings(t.c.SQL(recordSettlementsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
 	if err != nil {
 		return 0, fmt.Errorf("record settlements: %w", err)
 	}
@@ -250,14 +250,14 @@ func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.S
 }
 
 func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) error {
-	if len(rows) == 0 {
+	if len(rows) == 0 || !t.c.Base().Schema.Has("amount_captured") {
 		return nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
 		return err
 	}
-	if err := t.c.Exec(recordCapturedSQL, arg, t.stamp(), provider); err != nil {
+	if err := t.c.Exec(t.c.SQL(recordCapturedSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...); err != nil {
 		return fmt.Errorf("record captured amounts: %w", err)
 	}
 	return nil
@@ -329,7 +329,7 @@ func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []s
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	ids, err := t.c.Strings(insertEventsSQL, source, t.stamp(), runID, sqlbase.EventsJSON(rows))
+	ids, err := t.c.Strings(t.c.SQL(insertEventsSQL), sqlbase.RunArg(t.c.Base().Schema, []any{source, t.stamp()}, runID, sqlbase.EventsJSON(rows))...)
 	if err != nil {
 		return 0, fmt.Errorf("insert synthetic events: %w", err)
 	}
@@ -344,7 +344,7 @@ func (t tx) MissingEvents(_ context.Context, source string, ids []string) (int64
 	if err != nil {
 		return 0, err
 	}
-	return t.c.Int(missingEventsSQL, arg, source)
+	return t.c.Int(t.c.SQL(missingEventsSQL), arg, source)
 }
 
 func (t tx) AddCounts(_ context.Context, runID int64, p store.Progress) error {

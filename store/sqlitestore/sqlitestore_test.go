@@ -15,6 +15,7 @@ import (
 
 	"github.com/reconciler/reconciler/clock"
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/store"
 	"github.com/reconciler/reconciler/store/sqlitestore"
@@ -40,18 +41,28 @@ func open(t *testing.T) store.Store { return sqlitestore.New(openDB(t), nil) }
 
 func dbOf(s store.Store) *gorm.DB { return s.(*sqlitestore.Store).DB }
 
+var suite = storetest.Options{
+	Dialect:   "sqlite",
+	DB:        dbOf,
+	WithClock: func(s store.Store, c clock.Clock) store.Store { return sqlitestore.New(dbOf(s), c) },
+	Precision: time.Millisecond,
+	LoseLock: func(t *testing.T, s store.Store, key string) {
+		// Another process took the lock over (this one was thought dead).
+		require.NoError(t, dbOf(s).Exec(`UPDATE run_locks SET pid = ? WHERE key = ?`, os.Getppid(), key).Error)
+	},
+}
+
 func TestStoreSuite(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, open, storetest.Options{
-		Dialect:   "sqlite",
-		DB:        dbOf,
-		WithClock: func(s store.Store, c clock.Clock) store.Store { return sqlitestore.New(dbOf(s), c) },
-		Precision: time.Millisecond,
-		LoseLock: func(t *testing.T, s store.Store, key string) {
-			// Another process took the lock over (this one was thought dead).
-			require.NoError(t, dbOf(s).Exec(`UPDATE run_locks SET pid = ? WHERE key = ?`, os.Getppid(), key).Error)
-		},
-	})
+	storetest.Run(t, open, suite)
+}
+
+// TestStoreSuiteMapped runs the suite on an application schema of its own
+// (issue 18: table orders, every column and state renamed; pgtest's mapped
+// layout): every statement must honour the mapping.
+func TestStoreSuiteMapped(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store { return sqlitestore.New(pgtest.NewSQLiteMapped(t).DB, nil) }, suite)
 }
 
 // The embedded store's run lock is an OS lock on a file beside the
@@ -228,4 +239,34 @@ func TestLockNeedsADatabaseFile(t *testing.T) {
 	_, err = sqlitestore.New(db, nil).TryLock(context.Background(), "stripe/")
 	require.ErrorContains(t, err, "database.sqlite_path")
 	require.NotErrorIs(t, err, store.ErrLocked)
+}
+
+// TestCheckSchemaRefuses is the embedded store's half of the schema check
+// (issue 18): pragma table_info and index_list, one line naming the problem.
+func TestCheckSchemaRefuses(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, sql, want string
+	}{
+		{"missing column", `DROP VIEW payments; ALTER TABLE orders DROP COLUMN refunded_minor`,
+			"schema: column payments.amount_refunded not found in table orders; map it with schema.payments.columns.amount_refunded or add it"},
+		{"unmapped state", `INSERT INTO orders (psp, ext_id, status, "Total", currency_code, psp_updated_at) VALUES ('stripe', 'pi_1', 'on_hold', 1, 'gbp', '2026-01-01')`,
+			`schema: state "on_hold" in orders.status is not mapped`},
+		{"wrong type", `ALTER TABLE inbox ADD COLUMN recovered_text TEXT`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := pgtest.NewSQLiteMapped(t).DB
+			require.NoError(t, sqlitestore.CheckSchema(context.Background(), db))
+			require.NoError(t, db.Exec(c.sql).Error)
+			err := sqlitestore.CheckSchema(context.Background(), db)
+			if c.want == "" {
+				require.NoError(t, err, "an extra column is no problem")
+				return
+			}
+			var se *store.SchemaError
+			require.ErrorAs(t, err, &se)
+			require.Contains(t, se.Error(), c.want)
+			require.NotContains(t, se.Error(), "\n")
+		})
+	}
 }

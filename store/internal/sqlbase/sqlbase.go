@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +31,11 @@ type Base struct {
 	// Translate maps the driver's errors to the store's sentinels
 	// (store.ErrConflict above all); nil errors stay nil.
 	Translate func(error) error
-	trips     atomic.Int64
+	// Schema names the application's tables (models.AppSchemaOf the
+	// connection): every statement touching them is written from it.
+	Schema   models.AppSchema
+	rendered sync.Map // statement template → SQL in Schema's names
+	trips    atomic.Int64
 }
 
 // New returns a Base over db; c nil means the wall clock.
@@ -38,11 +43,14 @@ func New(db *gorm.DB, c clock.Clock, translate func(error) error) *Base {
 	if c == nil {
 		c = clock.System
 	}
-	return &Base{DB: db, Clock: c, Translate: translate}
+	return &Base{DB: db, Clock: c, Translate: translate, Schema: models.AppSchemaOf(db)}
 }
 
 // RoundTrips implements store.Store.
 func (b *Base) RoundTrips() int64 { return b.trips.Load() }
+
+// AppSchema is the application's tables as the store writes them.
+func (b *Base) AppSchema() models.AppSchema { return b.Schema }
 
 // Now is the argument SQL stamps with coalesce(?, now()): nil on the wall
 // clock (the server's time), the stubbed time otherwise.
@@ -65,6 +73,17 @@ func (c *Conn) count(n int64) {
 	if c.trips != nil {
 		c.trips.Add(n)
 	}
+}
+
+// SQL is the statement template tmpl in the application's names
+// (models.AppSchema.SQL), rendered once per store.
+func (c *Conn) SQL(tmpl string) string {
+	if q, ok := c.base.rendered.Load(tmpl); ok {
+		return q.(string)
+	}
+	q := c.base.Schema.SQL(tmpl)
+	c.base.rendered.Store(tmpl, q)
+	return q
 }
 
 // Base returns the store the connection belongs to.
@@ -150,7 +169,11 @@ func (c *Conn) Payments(q string, args ...any) ([]store.Payment, error) {
 			&p.SettledAt, &payout, &captured); err != nil {
 			return err
 		}
-		p.State, p.PayoutID, p.AmountCaptured = models.State(state), payout.String, captured.Int64
+		st, err := c.base.Schema.OurState(state)
+		if err != nil {
+			return err
+		}
+		p.State, p.PayoutID, p.AmountCaptured = st, payout.String, captured.Int64
 		out = append(out, p)
 		return nil
 	}, q, args...)
@@ -180,8 +203,9 @@ func JSON(v any) (string, error) {
 }
 
 // StepsJSON encodes steps with each state's allowed predecessors, which the
-// guarded statement tests the row's state against.
-func StepsJSON(steps []store.Step) (string, error) {
+// guarded statement tests the row's state against, in the application's
+// state values (m).
+func StepsJSON(steps []store.Step, m models.AppSchema) (string, error) {
 	type row struct {
 		ProviderID string    `json:"provider_id"`
 		To         string    `json:"to_state"`
@@ -191,7 +215,7 @@ func StepsJSON(steps []store.Step) (string, error) {
 	}
 	rows := make([]row, len(steps))
 	for i, s := range steps {
-		rows[i] = row{ProviderID: s.ProviderID, To: string(s.To), Preds: predsCSV(s.To), At: s.At, Refund: s.Refund}
+		rows[i] = row{ProviderID: s.ProviderID, To: m.AppState(s.To), Preds: predsCSV(s.To, m), At: s.At, Refund: s.Refund}
 		// Fix (found by store/storetest): a move to canceled never raises
 		// amount_refunded, as in the published guard (guard.Advance) and
 		// RaiseRefunds; a released authorisation is not a refund.
@@ -202,13 +226,13 @@ func StepsJSON(steps []store.Step) (string, error) {
 	return JSON(rows)
 }
 
-func predsCSV(to models.State) string {
+func predsCSV(to models.State, m models.AppSchema) string {
 	var b []byte
 	for i, p := range models.Predecessors(to) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, p...)
+		b = append(b, m.AppState(p)...)
 	}
 	return string(b)
 }
@@ -442,34 +466,45 @@ func (b *Base) ForgetDeadCarry(ctx context.Context, provider, account string, ru
 // PaymentsInWindow implements store.Reads, given the dialect's condition
 // for "column in [?, ?)" (a %s for the column).
 func (b *Base) PaymentsInWindow(ctx context.Context, q store.PaymentQuery, inRange string) ([]models.Payment, error) {
-	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, col) + ")" }
+	m := b.Schema
+	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, m.SQL(col)) + ")" }
 	var rows []models.Payment
-	err := b.db(ctx).Model(&models.Payment{}).
-		Where("provider = ? AND account = ?", q.Provider, q.Account).
-		Where(cond("source_updated_at")+" OR "+cond("settled_at"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC()).
-		Where("id > ?", q.AfterID).Order("id").Limit(q.Limit).Find(&rows).Error
+	err := b.db(ctx).Table(m.SQL("{payments} AS p")).Select(m.SQL(models.PaymentSelect)).
+		Where(m.SQL("{p.provider} = ? AND {p.account} = ?"), q.Provider, q.Account).
+		Where(cond("{p.source_updated_at}")+" OR "+cond("{p.settled_at|NULL}"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC()).
+		Where(m.SQL("{p.id} > ?"), q.AfterID).Order(m.SQL("{p.id}")).Limit(q.Limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("read payments: %w", b.Translate(err))
+	}
+	for i := range rows {
+		if rows[i].State, err = m.OurState(string(rows[i].State)); err != nil {
+			return nil, err
+		}
 	}
 	return rows, nil
 }
 
 // WindowStates implements store.Reads, given the dialect's range condition.
 func (b *Base) WindowStates(ctx context.Context, q store.WindowQuery, inRange string) ([]store.PaymentState, error) {
+	m := b.Schema
 	var page []struct {
 		ProviderID string
-		State      models.State
+		State      string
 	}
-	err := b.db(ctx).Model(&models.Payment{}).Select("provider_id, state").
-		Where("provider = ? AND account = ? AND provider_id > ? AND state <> ? AND "+fmt.Sprintf(inRange, "source_updated_at"),
-			q.Provider, q.Account, q.After, models.StateCreated, q.Since.UTC(), q.Until.UTC()).
-		Order("provider_id").Limit(q.Limit).Find(&page).Error
+	err := b.db(ctx).Table(m.SQL("{payments} AS p")).Select(m.SQL("{p.provider_id} AS provider_id, {p.state} AS state")).
+		Where(m.SQL("{p.provider} = ? AND {p.account} = ? AND {p.provider_id} > ? AND {p.state} <> ? AND ")+fmt.Sprintf(inRange, m.SQL("{p.source_updated_at}")),
+			q.Provider, q.Account, q.After, m.AppState(models.StateCreated), q.Since.UTC(), q.Until.UTC()).
+		Order(m.SQL("{p.provider_id}")).Limit(q.Limit).Find(&page).Error
 	if err != nil {
 		return nil, fmt.Errorf("read the window's rows: %w", b.Translate(err))
 	}
 	out := make([]store.PaymentState, len(page))
 	for i, r := range page {
-		out[i] = store.PaymentState{ProviderID: r.ProviderID, State: r.State}
+		st, err := m.OurState(r.State)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = store.PaymentState{ProviderID: r.ProviderID, State: st}
 	}
 	return out, nil
 }
@@ -478,16 +513,14 @@ func (b *Base) WindowStates(ctx context.Context, q store.WindowQuery, inRange st
 // Payments never re-fetched come first, then those checked longest ago;
 // within each, the oldest source_updated_at first.
 func (b *Base) StuckPayments(ctx context.Context, q store.StuckQuery, before string) ([]string, error) {
-	states := make([]string, len(q.States))
-	for i, s := range q.States {
-		states[i] = string(s)
-	}
+	m := b.Schema
+	states := m.AppStates(q.States)
 	var ids []string
-	err := b.db(ctx).Table("payments AS p").
-		Joins("LEFT JOIN reconciler_checks AS c ON c.provider = p.provider AND c.provider_id = p.provider_id").
-		Where("p.provider = ? AND p.account = ? AND p.state IN ? AND "+fmt.Sprintf(before, "p.source_updated_at"),
+	err := b.db(ctx).Table(m.SQL("{payments} AS p")).
+		Joins(m.SQL("LEFT JOIN reconciler_checks AS c ON c.provider = {p.provider} AND c.provider_id = {p.provider_id}")).
+		Where(m.SQL("{p.provider} = ? AND {p.account} = ? AND {p.state} IN ? AND ")+fmt.Sprintf(before, m.SQL("{p.source_updated_at}")),
 			q.Provider, q.Account, states, q.Before.UTC()).
-		Order("c.checked_at IS NOT NULL, c.checked_at, p.source_updated_at, p.provider_id").Limit(q.Limit).Pluck("p.provider_id", &ids).Error
+		Order(m.SQL("c.checked_at IS NOT NULL, c.checked_at, {p.source_updated_at}, {p.provider_id}")).Limit(q.Limit).Pluck(m.SQL("{p.provider_id}"), &ids).Error
 	if err != nil {
 		return nil, fmt.Errorf("read stuck payments: %w", b.Translate(err))
 	}
@@ -522,3 +555,53 @@ type check struct {
 }
 
 func (check) TableName() string { return "reconciler_checks" }
+
+// ---- the application's names (issue 18) -------------------------------------
+
+// AppStates returns rows with their states in the application's values.
+func AppStates(rows []store.NewPayment, m models.AppSchema) []store.NewPayment {
+	out := make([]store.NewPayment, len(rows))
+	for i, r := range rows {
+		r.State = models.State(m.AppState(r.State))
+		out[i] = r
+	}
+	return out
+}
+
+// Updated is the arguments of an UPDATE whose template stamps updated_at
+// ([[updated_at: … ? …]]) after pre: now is left out when the application's
+// table has no updated_at.
+func Updated(m models.AppSchema, pre []any, now any, rest ...any) []any {
+	out := append([]any(nil), pre...)
+	if m.Has("updated_at") {
+		out = append(out, now)
+	}
+	return append(out, rest...)
+}
+
+// Inserted is the arguments of an INSERT whose template stamps created_at
+// and updated_at after pre, each left out when the table lacks it.
+func Inserted(m models.AppSchema, pre []any, now any, rest ...any) []any {
+	out := append([]any(nil), pre...)
+	for _, c := range []string{"created_at", "updated_at"} {
+		if m.Has(c) {
+			out = append(out, now)
+		}
+	}
+	return append(out, rest...)
+}
+
+// RunArg is the arguments of the events INSERT: the run's id after pre
+// only when the application's table records it (run_id).
+func RunArg(m models.AppSchema, pre []any, runID int64, rest ...any) []any {
+	out := append([]any(nil), pre...)
+	if m.Has("run_id") {
+		out = append(out, runID)
+	}
+	return append(out, rest...)
+}
+
+// RecordsSettlements reports whether the application's table records
+// settlements (settled_at and payout_id both mapped); without them the
+// stores record none and the run's notes say so.
+func RecordsSettlements(m models.AppSchema) bool { return m.Has("settled_at") && m.Has("payout_id") }
