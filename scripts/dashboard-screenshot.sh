@@ -66,7 +66,9 @@ npm_pid=$!
 source scripts/pg.sh
 pg_start
 version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-go build -ldflags "-X main.version=${version}" -o "$work/reconciler" ./cmd/reconciler
+# -buildvcs=auto: reconciler_build_info shows the revision (a machine may
+# set GOFLAGS=-buildvcs=false; a git worktree is not stamped either way).
+go build -buildvcs=auto -ldflags "-X main.version=${version}" -o "$work/reconciler" ./cmd/reconciler
 go build -o "$work/feed" ./scripts/dashboard/feed
 
 "$work/feed" -db "$DATABASE_URL" -duration "${minutes}m" -env-file "$work/fakes.env" 2>"$work/feed.log" &

@@ -343,7 +343,8 @@ function browser() {
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"),
         scales: { x: { time: true }, y: { range: [def.min ?? 0, yMax > 0 ? yMax * 1.05 : 1] } },
         axes: [{ ...axis, space: 70,
-          values: (u, splits) => splits.map((t) => new Date(t * 1000).toISOString().slice(11, splits.some((x) => x % 60) ? 19 : 16)) }, { ...axis, size: 64, values: (u, splits) => splits.map((v) => fmt(v, def.unit)) }],
+          values: (u, splits) => splits.map((t) => new Date(t * 1000).toISOString().slice(11, splits.some((x) => x % 60) ? 19 : 16)) }, { ...axis, size: 64, values: (u, splits) => splits.map((v) => fmt(v, def.unit)),
+          ...(def.decimals === 0 ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] } : {}) }],
         series: [{}, ...order.map((i) => ({
           label: p.series[i].name, stroke: colors[i], width: prop(p, p.series[i].name, "custom.lineWidth", custom.lineWidth || 1),
           fill: colors[i] + (bars ? "cc" : stacked ? "40" : "1a"), spanGaps: false, points: { show: false },
