@@ -342,7 +342,7 @@ type token struct {
 	text string
 }
 
-var tokenRE = regexp.MustCompile(`\s+|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\[[^\]]*\]|[A-Za-z_:][A-Za-z0-9_:]*|[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?|=~|!~|!=|==|>=|<=|[-+*/%^(){}=,<>]`)
+var tokenRE = regexp.MustCompile(`\s+|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\[[^\]]*\]|[A-Za-z_:][A-Za-z0-9_:]*|(?:[0-9]+(?:ms|[smhdwy]))+\b|[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?|=~|!~|!=|==|>=|<=|[-+*/%^(){}=,<>]`)
 
 func tokenize(expr string) ([]token, error) {
 	var out []token
@@ -364,6 +364,8 @@ func tokenize(expr string) ([]token, error) {
 			out = append(out, token{"string", u})
 		case c == '[':
 			out = append(out, token{"duration", s})
+		case c >= '0' && c <= '9' && strings.Trim(s, "0123456789") != "" && !strings.ContainsAny(s, ".e"):
+			out = append(out, token{"duration", s}) // after offset
 		case c >= '0' && c <= '9':
 			out = append(out, token{"number", s})
 		case c == '_' || c == ':' || (c|0x20 >= 'a' && c|0x20 <= 'z'):
@@ -542,13 +544,18 @@ func readQuery(expr string) (query, error) {
 	return q, nil
 }
 
-// firstIdent is the index of the first aggregation-or-function identifier
-// that is not time() (so that `time() - max by (…) (…)` has max's result).
+// firstIdent is the index of the first aggregation or selector, past the
+// functions that keep their argument's labels (clamp_min, histogram_quantile,
+// which drops le) and time(): `time() - max by (…) (…)` has max's labels.
 func firstIdent(toks []token) int {
 	for i, tk := range toks {
-		if tk.kind == "ident" && tk.text != "time" && tk.text != "histogram_quantile" {
-			return i
+		if tk.kind != "ident" || keywords[tk.text] {
+			continue
 		}
+		if i+1 < len(toks) && toks[i+1].text == "(" && !aggregations[tk.text] {
+			continue // a function
+		}
+		return i
 	}
 	return -1
 }
@@ -689,6 +696,9 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{`sum by (action) (reconciler_last_run_items{provider=~"$provider", account=~"$account"})`, "{{status}}", "legend {{status}}"},
 		{`histogram_quantile(0.9, sum by (le, status) (rate(reconciler_run_duration_seconds_bucket{provider=~"$provider", account=~"$account"}[5m])))`, "", ""},
 		{`histogram_quantile(0.9, sum by (le, code) (rate(reconciler_run_duration_seconds_bucket{provider=~"$provider", account=~"$account"}[5m])))`, "", "has no label code"},
+		{`clamp_min(sum by (status) (reconciler_runs_total{provider=~"$provider", account=~"$account"}) - (sum by (status) (reconciler_runs_total{provider=~"$provider", account=~"$account"} offset $__interval) or 0 * sum by (status) (reconciler_runs_total{provider=~"$provider", account=~"$account"})), 0)`, "{{status}}", ""},
+		{`clamp_min(sum by (status) (reconciler_runs_total{provider=~"$provider", account=~"$account"}) - sum by (status) (reconciler_runs_total{provider=~"$provider", account=~"$account"} offset $__interval), 0)`, "{{account}}", "legend {{account}}"},
+		{`sum(reconciler_runs_total{provider=~"$provider", account=~"$account"} offset 5m) - sum(reconciler_runs_totals{provider=~"$provider", account=~"$account"})`, "", "reconciler_runs_totals, which the binary does not export"},
 	} {
 		errs := strings.Join(check(c.expr, c.legend, fams), "\n")
 		if c.want == "" && errs != "" || !strings.Contains(errs, c.want) {
