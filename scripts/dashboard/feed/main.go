@@ -13,7 +13,8 @@
 // 70%; acct_1DashSouth's key is revoked (401) from 70% on, so its runs
 // fail and its last success ages; every 20 seconds someone cancels a
 // platform payment by hand that Stripe then captures, and every minute a
-// GoCardless one, each a conflict the runs refuse.
+// GoCardless one, each a conflict the runs refuse. Every answer takes
+// 300 ms.
 //
 // It is a development tool like cmd/fakestripe, not part of the binary.
 package main
@@ -148,6 +149,10 @@ func main() {
 	log.Printf("feed: stripe %s, gocardless %s, until %s", stripeURL, gcURL, end.Format(time.TimeOnly))
 
 	gf.SetFailureRate(503, 0.02)
+	// Answers take a moment, as a real API's do, so that a run lasts long
+	// enough (a second or two) for a 5 s scrape to see it in progress.
+	sf.SetLatency(300 * time.Millisecond)
+	gf.SetLatency(300 * time.Millisecond)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	revoked := false
