@@ -150,7 +150,7 @@ func main() {
 
 	gf.SetFailureRate(503, 0.02)
 	// Answers take a moment, as a real API's do, so that a run lasts long
-	// enough (a second or two) for a 5 s scrape to see it in progress.
+	// enough (a second or two) for a scrape to see it in progress.
 	sf.SetLatency(300 * time.Millisecond)
 	gf.SetLatency(300 * time.Millisecond)
 	tick := time.NewTicker(time.Second)
