@@ -13,9 +13,9 @@
 #     a revoked key and hand-made conflicts on the way (its doc comment);
 #   - `reconciler serve` (built from this tree) reconciling every account
 #     every 30 s (scripts/dashboard/config.yaml), scraped at /metrics;
-#   - Prometheus (Debian's package) scraping serve every 7 s (not a divisor
-#     of the 30 s schedule, so that scrapes fall at every point of a run
-#     and reconciler_runs_in_progress is seen);
+#   - Prometheus (Debian's package) scraping serve every 5 s (a divisor of
+#     the 30 s schedule and of the bar panels' 30 s interval, so that each
+#     bar holds the same runs);
 #   - then scripts/dashboard/render.mjs runs every query of the dashboard
 #     JSON against Prometheus's HTTP API, as Grafana would with All
 #     selected, and writes a page that draws each panel at its gridPos
@@ -91,7 +91,7 @@ pids+=($!)
 prom_port=$(freeport)
 cat >"$work/prometheus.yml" <<EOF
 global:
-  scrape_interval: 7s
+  scrape_interval: 5s
   evaluation_interval: 5s
 rule_files: [$root/deploy/prometheus/alerts.yaml]
 scrape_configs:
@@ -118,7 +118,7 @@ to=$(date -u +%s)
 
 wait "$npm_pid" || { cat "$work/npm.log" >&2; echo "npm install uplot failed" >&2; exit 1; }
 node scripts/dashboard/render.mjs --dashboard deploy/grafana/reconciler.json \
-  --prometheus "http://127.0.0.1:$prom_port" --from "$from" --to "$to" --scrape-interval 7s \
+  --prometheus "http://127.0.0.1:$prom_port" --from "$from" --to "$to" --scrape-interval 5s \
   --uplot "$work/npm/node_modules/uplot/dist" --out "$work/page.html" --size-file "$work/size"
 read -r width height <"$work/size"
 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \

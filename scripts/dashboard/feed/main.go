@@ -14,7 +14,7 @@
 // fail and its last success ages; every 20 seconds someone cancels a
 // platform payment by hand that Stripe then captures, and every minute a
 // GoCardless one, each a conflict the runs refuse. Every answer takes
-// 300 ms.
+// 1.5 s.
 //
 // It is a development tool like cmd/fakestripe, not part of the binary.
 package main
@@ -149,10 +149,10 @@ func main() {
 	log.Printf("feed: stripe %s, gocardless %s, until %s", stripeURL, gcURL, end.Format(time.TimeOnly))
 
 	gf.SetFailureRate(503, 0.02)
-	// Answers take a moment, as a real API's do, so that a run lasts long
-	// enough (a second or two) for a scrape to see it in progress.
-	sf.SetLatency(300 * time.Millisecond)
-	gf.SetLatency(300 * time.Millisecond)
+	// Answers take a while, as a slow API's do, so that a run lasts a few
+	// seconds and a 5 s scrape sees it in progress.
+	sf.SetLatency(1500 * time.Millisecond)
+	gf.SetLatency(1500 * time.Millisecond)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	revoked := false
