@@ -21,6 +21,9 @@ stripemock: ## the checks against Stripe's stripe-mock (installed once by script
 demo: ## run the job against the fake Stripe and a throwaway PostgreSQL
 	./scripts/demo.sh
 
+dashboard: ## render docs/examples/dashboard.png: the Grafana dashboard over real metrics of serve (about 14 minutes; installs prometheus and chromium as root)
+	./scripts/dashboard-screenshot.sh
+
 lint: ## gofmt, go vet, staticcheck
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	go vet ./...
@@ -44,4 +47,4 @@ bench: ## every target of DESIGN section 9 with its measured figure, on PostgreS
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help build image test test-mapped stripemock demo lint bench ci
+.PHONY: help build image test test-mapped stripemock demo dashboard lint bench ci
