@@ -197,7 +197,15 @@ func TestMappedSchemaOnTheEmbeddedStore(t *testing.T) {
 	t.Cleanup(fake.Close)
 	env := map[string]string{"STRIPE_API_KEY": "sk_test_mapped", "STRIPE_API_BASE": base}
 
-	r := cli(t, env, "migrate", "--config", cfg, "--app-tables")
+	// Before the tables exist a run is refused, and leaves nothing behind:
+	// not even the empty file opening the store would create.
+	r := cli(t, env, "run", "--config", cfg, "--provider", "stripe")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "schema: table orders (payments) not found")
+	require.NoFileExists(t, dir+"/team.db")
+	require.Zero(t, fake.Requests(), "no provider request")
+
+	r = cli(t, env, "migrate", "--config", cfg, "--app-tables")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "app tables: orders is there")
 	r = cli(t, env, "run", "--config", cfg, "--provider", "stripe")

@@ -66,6 +66,7 @@ func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 			p.Log.Info("using the embedded SQLite store", "path", p.SQLitePath, "reason", reason,
 				"note", "one machine only; PostgreSQL is the production store")
 		}
+		_, statErr := os.Stat(p.SQLitePath)
 		db, err := SQLite(p.SQLitePath)
 		if err != nil {
 			return nil, err
@@ -73,7 +74,20 @@ func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 		if err := db.WithContext(ctx).Exec(`SELECT 1`).Error; err != nil {
 			return nil, fmt.Errorf("open the embedded store %s: %w", p.SQLitePath, err)
 		}
-		return db, prepare(ctx, db, p)
+		if err := prepare(ctx, db, p); err != nil {
+			if sqlDB, derr := db.DB(); derr == nil {
+				_ = sqlDB.Close()
+			}
+			if errors.Is(statErr, fs.ErrNotExist) {
+				// A refused schema leaves nothing behind: not even the
+				// empty file opening it created.
+				for _, f := range []string{p.SQLitePath, p.SQLitePath + "-wal", p.SQLitePath + "-shm", p.SQLitePath + "-journal"} {
+					_ = os.Remove(f)
+				}
+			}
+			return nil, err
+		}
+		return db, nil
 	}
 	redacted := func(err error) error {
 		return fmt.Errorf("connect to the database: %s", strings.ReplaceAll(pgstore.OneLine(err), p.URL, "[DATABASE_URL]"))
