@@ -26,9 +26,10 @@
 // An application whose tables have names of their own (issue 18: the
 // configuration's schema section, models.AppSchema) uses For(dialect,
 // schema): the same rule and statements, written in its table, column and
-// state names. The SQL functions are not installed on such an install: they
-// name the contract's tables, and a copy with the application's names
-// baked in at migration time would go stale when the mapping changed.
+// state names. On PostgreSQL the same functions are installed there too,
+// written in the application's names and values by every reconciler
+// migrate with the mapping it read (models guard_mapped.sql); they take the
+// job's state names, as For does.
 package guard
 
 import (
@@ -119,9 +120,8 @@ func RecordSettlement(ctx context.Context, db Execer, provider, providerID, payo
 // models.AppSchema, the configuration's schema section). Its methods are the
 // package-level functions' and Dialect's, written in the application's
 // names: the state passed in and the rule are the job's, the values
-// written and compared are the application's. For a mapped install this is
-// the published guard: the migrations' SQL functions name the contract's
-// tables and are not installed there.
+// written and compared are the application's. On PostgreSQL the SQL
+// functions that every migrate installs for the mapping decide alike.
 type Guard struct {
 	Dialect Dialect
 	Schema  models.AppSchema

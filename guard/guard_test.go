@@ -431,7 +431,9 @@ func TestGuardMappedMatchesRule(t *testing.T) {
 		t.Run(c.d.String(), func(t *testing.T) {
 			db := c.open(t)
 			m := models.AppSchemaOf(db.DB)
-			runCases(t, db.DB, guard.For(c.d, m), false)
+			// On PostgreSQL the guard's functions too: migrate installed them in
+			// the team's names and values (models.installMappedGuard).
+			runCases(t, db.DB, guard.For(c.d, m), c.d == guard.Postgres)
 			var n int64
 			if err := db.Raw(m.SQL(`SELECT count(*) FROM {payments} WHERE {state} IN ('captured', 'settled', 'refunded')`)).Scan(&n).Error; err != nil || n != 0 {
 				t.Fatalf("the team's table holds our state names: %d rows, %v", n, err)

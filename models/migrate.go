@@ -14,6 +14,15 @@ import (
 //go:embed migrations/*.sql migrations_sqlite/*.sql
 var migrationFS embed.FS
 
+// The published guard's functions on a mapped PostgreSQL install, as
+// templates in the application's names (AppSchema.SQL).
+var (
+	//go:embed guard_mapped.sql
+	guardMappedSQL string
+	//go:embed guard_mapped_settlement.sql
+	guardMappedSettlementSQL string
+)
+
 // SQLite reports whether db is the embedded SQLite store (else PostgreSQL).
 func SQLite(db *gorm.DB) bool { return db.Dialector.Name() == "sqlite" }
 
@@ -62,9 +71,10 @@ const migrationLockKey = 0x7265636f6e63 // "reconc"
 // A mapped install (AppSchemaOf(db).Mapped(): the application's own tables,
 // issue 18) applies the same versions without their app-tables sections:
 // the application's tables are never created or altered (CreateAppTables
-// does that, for a team starting fresh), and the guard's SQL functions,
-// which name the contract's tables, are not installed (the Go package guard
-// over the same mapping is the published guard there). With
+// does that, for a team starting fresh), and the guard's SQL functions of
+// migration 0005, which name the contract's tables, are replaced by the
+// same functions in the application's names, installed again by every
+// Migrate (installMappedGuard). With
 // AppSchema.Own set, that PostgreSQL schema is created first: the
 // connection's search_path (internal/dbopen) puts our tables in it.
 func Migrate(ctx context.Context, db *gorm.DB) ([]string, error) {
@@ -112,7 +122,38 @@ func Migrate(ctx context.Context, db *gorm.DB) ([]string, error) {
 			applied = append(applied, m.Version)
 		}
 	}
+	if app.Mapped() && !SQLite(db) {
+		if err := installMappedGuard(ctx, db, app); err != nil {
+			return applied, err
+		}
+	}
 	return applied, nil
+}
+
+// installMappedGuard (re)creates the guard's PostgreSQL functions in the
+// application's names and state values, in the current schema (our own
+// schema when AppSchema.Own is set). On a mapped install migration 0005's
+// functions, which name the contract's tables, are left out; these stand in
+// for them, written from the mapping this migrate read. Without settled_at
+// and payout_id there is no settlement to record, and
+// reconciler_record_settlement is dropped.
+func installMappedGuard(ctx context.Context, db *gorm.DB, app AppSchema) error {
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, migrationLockKey).Error; err != nil {
+			return err
+		}
+		if err := tx.Exec(app.SQL(guardMappedSQL)).Error; err != nil {
+			return fmt.Errorf("install the guard's functions for the mapped tables: %w", err)
+		}
+		settle := `DROP FUNCTION IF EXISTS reconciler_record_settlement(text, text, text, timestamptz)`
+		if app.Has("settled_at") && app.Has("payout_id") {
+			settle = app.SQL(guardMappedSettlementSQL)
+		}
+		if err := tx.Exec(settle).Error; err != nil {
+			return fmt.Errorf("install the guard's settlement function for the mapped tables: %w", err)
+		}
+		return nil
+	})
 }
 
 // Pending returns the versions not yet applied; readiness checks use it.
