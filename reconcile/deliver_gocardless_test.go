@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,48 +146,16 @@ func TestDeliverGoCardlessWhileTheWorkerClaims(t *testing.T) {
 	g := newGCDeliver(t, seed)
 	base := g.workerSetup()
 
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var crashes atomic.Int64
-	var mu sync.Mutex
-	var errs []error
-	var k atomic.Int64
-	for range 3 {
-		w := *base
-		w.Crash = func(id string) error {
-			if k.Add(1)%5 == 0 {
-				crashes.Add(1)
-				panic("worker died mid-event " + id)
-			}
-			return nil
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				func() {
-					defer func() { _ = recover() }() // the worker restarts
-					if _, err := w.Drain(context.Background()); err != nil {
-						mu.Lock()
-						errs = append(errs, err)
-						mu.Unlock()
-					}
-				}()
-				g.advance(time.Minute) // the leases run out meanwhile
-				time.Sleep(2 * time.Millisecond)
-			}
-		}()
-	}
+	stop := crashingWorkers(base, g.advance)
 	res := g.run(7)
 	delivered := g.deliveredEvents(res.Run.ID)
 	require.Positive(t, len(delivered))
 	require.Eventually(t, func() bool {
 		return g.count(`SELECT count(*) FROM webhook_events WHERE processed_at IS NULL`) == 0
 	}, time.Minute, 20*time.Millisecond)
-	stop()
-	wg.Wait()
+	crashes, errs := stop()
 	require.Empty(t, errs)
-	require.Positive(t, crashes.Load(), "the worker crashed mid-event at least once")
+	require.Positive(t, crashes, "the worker crashed mid-event at least once")
 	require.Positive(t, g.count(`SELECT count(*) FROM webhook_events WHERE attempts > 1 AND run_id = ?`, res.Run.ID), "a crashed event was reclaimed")
 	require.Zero(t, g.count(`SELECT count(*) FROM h18_payment_writes WHERE writer <> 'worker'`), "only the worker wrote to payments")
 	g.requireTheLostDelivered(delivered)

@@ -90,38 +90,7 @@ func TestDeliverWhileTheWorkerClaims(t *testing.T) {
 	e, since := deliverEnv(t, 12)
 	base := e.deliverSetup()
 
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var crashes atomic.Int64
-	var mu sync.Mutex
-	var errs []error
-	var k atomic.Int64 // every fifth event attempted, whichever worker has it
-	for range 3 {
-		w := *base
-		w.Crash = func(id string) error {
-			if k.Add(1)%5 == 0 {
-				crashes.Add(1)
-				panic("worker died mid-event " + id)
-			}
-			return nil
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				func() {
-					defer func() { _ = recover() }() // the worker restarts
-					if _, err := w.Drain(context.Background()); err != nil {
-						mu.Lock()
-						errs = append(errs, err)
-						mu.Unlock()
-					}
-				}()
-				e.advance(time.Minute) // the leases run out meanwhile
-				time.Sleep(2 * time.Millisecond)
-			}
-		}()
-	}
+	stop := crashingWorkers(base, e.advance)
 	res := e.run(func(o *reconcile.Options) { o.Since, o.Repair, o.BatchSize = since, reconcile.RepairDeliver, 7 })
 	delivered := e.deliveredEvents(res.Run.ID)
 	require.Positive(t, len(delivered))
@@ -129,10 +98,9 @@ func TestDeliverWhileTheWorkerClaims(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return e.count(`SELECT count(*) FROM webhook_events WHERE processed_at IS NULL`) == 0
 	}, time.Minute, 20*time.Millisecond)
-	stop()
-	wg.Wait()
+	crashes, errs := stop()
 	require.Empty(t, errs)
-	require.Positive(t, crashes.Load(), "the worker crashed mid-event at least once")
+	require.Positive(t, crashes, "the worker crashed mid-event at least once")
 	require.Zero(t, e.count(`SELECT count(*) FROM h18_payment_writes WHERE writer <> 'worker'`), "only the worker wrote to payments")
 	e.requireProcessedOnce(delivered)
 	e.requireConverged(since)
@@ -376,5 +344,48 @@ func (e *env) requireApplyRows(seed uint64) {
 	a.run(func(o *reconcile.Options) { o.Since = at(-24*6 - 1) })
 	if d := lineDiff(a.dumpStates(), e.dumpStates()); d != "" {
 		e.t.Fatalf("the worker left rows other than a repair: apply run (-apply +deliver):\n%s", d)
+	}
+}
+
+// crashingWorkers starts three copies of base claiming and processing
+// events, each dying mid-event on every fifth attempt, whichever worker has
+// it, and restarting, while advance moves the workers' clock a minute a
+// round so that leases run out meanwhile. stop ends them and returns how
+// many times a worker died and the errors their drains returned.
+func crashingWorkers(base *webhooksim.Worker, advance func(time.Duration)) (stop func() (crashes int64, errs []error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var died atomic.Int64
+	var mu sync.Mutex
+	var errors []error
+	var k atomic.Int64 // every fifth event attempted, whichever worker has it
+	for range 3 {
+		w := *base
+		w.Crash = func(id string) error {
+			if k.Add(1)%5 == 0 {
+				died.Add(1)
+				panic("worker died mid-event " + id)
+			}
+			return nil
+		}
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				func() {
+					defer func() { _ = recover() }() // the worker restarts
+					if _, err := w.Drain(context.Background()); err != nil {
+						mu.Lock()
+						errors = append(errors, err)
+						mu.Unlock()
+					}
+				}()
+				advance(time.Minute) // the leases run out meanwhile
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
+	return func() (int64, []error) {
+		cancel()
+		wg.Wait()
+		return died.Load(), errors
 	}
 }
