@@ -37,18 +37,7 @@ func TestDeliverHandsMissedEventsToTheWorker(t *testing.T) {
 	before := e.dumpRows()
 
 	res := e.run(func(o *reconcile.Options) { o.Since, o.Repair, o.BatchSize = since, reconcile.RepairDeliver, 40 })
-	require.Equal(t, before, e.dumpRows(), "a repair: deliver run changed a payment row")
-	require.Zero(t, e.count(`SELECT count(*) FROM h18_payment_writes`), "a repair: deliver run wrote to payments")
-	require.Positive(t, res.Run.Delivered)
-	require.Zero(t, res.Run.Repaired, "delivered items are not repaired")
-	require.Zero(t, res.Run.SettlementsRecorded)
-	require.Contains(t, strings.ReplaceAll(string(res.Run.Notes), " ", ""), `"repair":"deliver"`)
-	require.Zero(t, e.count(`SELECT count(*) FROM drift_items WHERE run_id = ? AND action = 'repaired'`, res.Run.ID))
-	require.Equal(t, res.Run.Delivered, e.count(`SELECT count(*) FROM drift_items WHERE run_id = ? AND action = 'delivered'`, res.Run.ID))
-	delivered := e.deliveredEvents(res.Run.ID)
-	require.Equal(t, res.Run.SyntheticEvents, int64(len(delivered)))
-	require.Equal(t, int64(len(delivered)), e.count(`SELECT count(*) FROM webhook_events WHERE processed_at IS NULL`),
-		"every missed event waits for the worker, and only they")
+	delivered := e.requireDeliveredOnly(before, res)
 
 	// The worker crashes twice mid-event: a panic, then a cancelled
 	// context, each after its payment writes and side effect, before the
@@ -388,4 +377,26 @@ func crashingWorkers(base *webhooksim.Worker, advance func(time.Duration)) (stop
 		wg.Wait()
 		return died.Load(), errors
 	}
+}
+
+// requireDeliveredOnly checks what a repair: deliver run did: no payment
+// row changed (before is dumpRows before it) or written, its items say
+// delivered, never repaired, and every event it recorded, and only they,
+// wait unprocessed for the worker. It returns those events.
+func (e *env) requireDeliveredOnly(before []string, res reconcile.Result) []string {
+	t := e.t
+	t.Helper()
+	require.Equal(t, before, e.dumpRows(), "a repair: deliver run changed a payment row")
+	require.Zero(t, e.count(`SELECT count(*) FROM h18_payment_writes`), "a repair: deliver run wrote to payments")
+	require.Positive(t, res.Run.Delivered)
+	require.Zero(t, res.Run.Repaired, "delivered items are not repaired")
+	require.Zero(t, res.Run.SettlementsRecorded)
+	require.Contains(t, strings.ReplaceAll(string(res.Run.Notes), " ", ""), `"repair":"deliver"`)
+	require.Zero(t, e.count(`SELECT count(*) FROM drift_items WHERE run_id = ? AND action = 'repaired'`, res.Run.ID))
+	require.Equal(t, res.Run.Delivered, e.count(`SELECT count(*) FROM drift_items WHERE run_id = ? AND action = 'delivered'`, res.Run.ID))
+	delivered := e.deliveredEvents(res.Run.ID)
+	require.Equal(t, res.Run.SyntheticEvents, int64(len(delivered)))
+	require.Equal(t, int64(len(delivered)), e.count(`SELECT count(*) FROM webhook_events WHERE processed_at IS NULL`),
+		"every missed event waits for the worker, and only they")
+	return delivered
 }

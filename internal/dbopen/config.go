@@ -75,9 +75,7 @@ func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 			return nil, fmt.Errorf("open the embedded store %s: %w", p.SQLitePath, err)
 		}
 		if err := prepare(ctx, db, p); err != nil {
-			if sqlDB, derr := db.DB(); derr == nil {
-				_ = sqlDB.Close()
-			}
+			closeDB(db)
 			if errors.Is(statErr, fs.ErrNotExist) {
 				// A refused schema leaves nothing behind: not even the
 				// empty file opening it created.
@@ -114,7 +112,18 @@ func Open(ctx context.Context, p Params) (*gorm.DB, error) {
 	if err := sqlDB.PingContext(pctx); err != nil {
 		return nil, redacted(err)
 	}
-	return db, prepare(ctx, db, p)
+	if err := prepare(ctx, db, p); err != nil {
+		closeDB(db)
+		return nil, err
+	}
+	return db, nil
+}
+
+// closeDB closes db's connections, for a database Open will not return.
+func closeDB(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		_ = sqlDB.Close()
+	}
 }
 
 // prepare gives db its application schema (unless p.Schema is the zero
@@ -131,9 +140,6 @@ func prepare(ctx context.Context, db *gorm.DB, p Params) error {
 	}
 	if skip, _ := ctx.Value(skipCheckKey{}).(bool); !skip {
 		if err := CheckSchema(ctx, db); err != nil {
-			if sqlDB, derr := db.DB(); derr == nil {
-				_ = sqlDB.Close()
-			}
 			return err // the one line the command prints
 		}
 	}

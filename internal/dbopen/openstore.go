@@ -24,16 +24,12 @@ func OpenStore(ctx context.Context, p Params) (*gorm.DB, store.Store, func(), er
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	closeDB := func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	}
+	release := func() { closeDB(db) }
 	if p.MustExist {
 		if pending, err := models.Pending(ctx, db); err != nil || len(pending) > 0 {
-			closeDB()
+			release()
 			return nil, nil, nil, ErrNotMigrated
 		}
 	}
-	return db, Store(db, nil), closeDB, nil
+	return db, Store(db, nil), release, nil
 }
