@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -285,6 +286,7 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 	o, run, log := h.o, &h.run, h.log
 	e := &engine{o: o, st: h.st, lock: h.lock, ap: h.ap, clock: o.Clock, provider: run.Provider, run: run, log: log, start: h.start,
 		seen: map[uint64]uint16{}, pending: map[string]bool{}, tot: newTotals(h.w.since, h.w.until), totDiff: map[uint64]Local{}}
+	e.refreshStats(ctx)
 	runErr := e.stream(ctx, h.w)
 	if runErr == nil {
 		runErr = e.windowEnd(ctx, h.w)
@@ -797,6 +799,31 @@ func (e *engine) stream(ctx context.Context, w window) error {
 		return err
 	}
 	return err
+}
+
+// statsRefresher is a store that can give the database's planner the
+// statistics of the application's tables before a run reads them in
+// batches (pgstore.Store.RefreshStats).
+type statsRefresher interface {
+	RefreshStats(ctx context.Context) ([]string, error)
+}
+
+// refreshStats analyzes the tables the run's batch statements join when
+// the store says they have no planner statistics. A failure costs speed,
+// not correctness: it is logged and the run goes on.
+func (e *engine) refreshStats(ctx context.Context) {
+	r, ok := e.st.(statsRefresher)
+	if !ok {
+		return
+	}
+	start := e.clock.Now()
+	tables, err := r.RefreshStats(ctx)
+	if err != nil {
+		e.log.Warn("could not analyze the application's tables; batch statements may be slow", "error", err)
+	}
+	if len(tables) > 0 {
+		e.log.Info("analyzed tables that had no planner statistics", "tables", strings.Join(tables, ", "), "took", e.clock.Now().Sub(start).Round(time.Millisecond))
+	}
 }
 
 // stuck re-fetches non-terminal payments that have not moved for a while.

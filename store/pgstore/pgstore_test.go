@@ -262,3 +262,52 @@ func TestConnectErrorIsOneLine(t *testing.T) {
 	require.Contains(t, msg, "connect to the database: failed to connect to `user=u database=db`: ")
 	require.Equal(t, 1, strings.Count(msg, "connection refused"), msg)
 }
+
+// TestRefreshStats: a payments table PostgreSQL has never analyzed is
+// analyzed once it holds a mebibyte, and only then; once analyzed, never
+// again (autovacuum keeps its statistics). A small table is left alone.
+func TestRefreshStats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	st := pgstore.New(db.DB, nil)
+	payments := st.AppSchema().Payments.Ident()
+	// Autovacuum must not analyze the table behind the test's back.
+	require.NoError(t, db.Exec(`ALTER TABLE `+payments+` SET (autovacuum_enabled = false)`).Error)
+	insert := func(from, n int) {
+		rows := make([]store.NewPayment, n)
+		for i := range rows {
+			rows[i] = store.NewPayment{ProviderID: fmt.Sprintf("pi_%06d", from+i), State: models.StateCaptured,
+				At: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC), Amount: 1000, Currency: "gbp"}
+		}
+		require.NoError(t, st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.InsertPayments(ctx, "stripe", "", rows)
+			return err
+		}))
+	}
+	analyzed := func() bool {
+		var ok bool
+		require.NoError(t, db.Raw(`SELECT coalesce(last_analyze, last_autoanalyze) IS NOT NULL FROM pg_stat_all_tables WHERE relid = to_regclass(?)`, payments).Scan(&ok).Error)
+		return ok
+	}
+
+	insert(0, 100)
+	done, err := st.RefreshStats(ctx)
+	require.NoError(t, err)
+	require.Empty(t, done, "a table under a mebibyte is not worth analyzing")
+	require.False(t, analyzed())
+
+	insert(100, 12_000)
+	done, err = st.RefreshStats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{payments}, done)
+	require.True(t, analyzed())
+	var tuples float64
+	require.NoError(t, db.Raw(`SELECT reltuples FROM pg_class WHERE oid = to_regclass(?)`, payments).Scan(&tuples).Error)
+	require.InDelta(t, 12_100, tuples, 1, "the planner now knows the table's size")
+
+	insert(12_100, 12_000)
+	done, err = st.RefreshStats(ctx)
+	require.NoError(t, err)
+	require.Empty(t, done, "a table analyzed once is autovacuum's to keep")
+}
