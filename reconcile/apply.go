@@ -5,7 +5,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/reconciler/reconciler/models"
@@ -267,8 +266,22 @@ func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx, next, prev map[
 		}
 	}
 	evict := a.mem.plan(put)
-	rows := make([]store.Carry, 0, len(evict))
-	for _, id := range evict {
+	a.pending = carryChange{put: put, evict: evict}
+	// Spilled a chunk at a time, each encoded just before it is sent: a
+	// batch that spilled thousands of payments at once held their JSON
+	// four times over (the rows, the argument, pgx's copy and its message)
+	// and set the million-event listing's peak RSS (issue 16), where a
+	// carried payment holds its objects' payloads.
+	order := slices.Sorted(slices.Values(evict))
+	var rows []store.Carry
+	size := 0
+	flush := func() error {
+		err := tx.SaveCarry(ctx, a.runID, rows, nil)
+		clear(rows) // collectable while the next chunk is encoded
+		rows, size = rows[:0], 0
+		return err
+	}
+	for _, id := range order {
 		cr := next[id]
 		if cr == nil {
 			b, _ := a.mem.get(id)
@@ -281,11 +294,17 @@ func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx, next, prev map[
 		if err != nil {
 			return err
 		}
-		rows = append(rows, r)
+		rows, size = append(rows, r), size+len(r.State)
+		if size >= a.mem.spillChunk() {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 	}
-	slices.SortFunc(rows, func(x, y store.Carry) int { return strings.Compare(x.ProviderID, y.ProviderID) })
-	a.pending = carryChange{put: put, evict: evict}
-	return tx.SaveCarry(ctx, a.runID, rows, nil)
+	if len(rows) == 0 {
+		return nil
+	}
+	return flush()
 }
 
 func (a *sqlApplier) committed(*batch) {

@@ -64,6 +64,12 @@ func newCarryMem(budget int) *carryMem {
 	return &carryMem{budget: max(budget, 0), m: map[string]carryEntry{}, tab: newStrtab()}
 }
 
+// spillChunk is about how many bytes of carried state, as JSON, one
+// statement spills: 256 KiB, or a quarter of a smaller budget (one payment
+// a statement when nothing is kept in memory), so that what a spill holds
+// while it is sent stays small beside what the budget keeps.
+func (c *carryMem) spillChunk() int { return min(256<<10, c.budget/4) }
+
 func entrySize(id string, b []byte) int { return len(id) + cap(b) + carryEntryOverhead }
 
 // get returns the packed state of id, if it is here.
