@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/valyala/fastjson"
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/acks"
@@ -371,27 +373,57 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 // eachItem calls fn with every drift item of a run, refused first, then
 // reported, then repaired, then delivered, each by id, reading 5000 at a time.
 func eachItem(ctx context.Context, db *gorm.DB, runID int64, fn func(models.DriftItem) error) error {
-	for _, action := range []string{models.ActionRefused, models.ActionReported, models.ActionRepaired, models.ActionDelivered} {
-		var last int64
-		for {
-			var batch []models.DriftItem
-			if err := db.WithContext(ctx).Where("run_id = ? AND action = ? AND id > ?", runID, action, last).
-				Order("id").Limit(5000).Find(&batch).Error; err != nil {
+	// The next page is read while this one is rendered: on a month's
+	// report of 20,000 items the reads were a third of its time, after the
+	// run, with nothing else to do (issue 16).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type page struct {
+		items []models.DriftItem
+		err   error
+	}
+	pages := make(chan page, 1)
+	go func() {
+		defer close(pages)
+		for _, action := range []string{models.ActionRefused, models.ActionReported, models.ActionRepaired, models.ActionDelivered} {
+			var last int64
+			for {
+				batch := make([]models.DriftItem, 0, itemPage) // grown by reflection, a sixth of the report's CPU
+				err := db.WithContext(ctx).Where("run_id = ? AND action = ? AND id > ?", runID, action, last).
+					Order("id").Limit(itemPage).Find(&batch).Error
+				if err == nil && len(batch) == 0 {
+					break
+				}
+				select {
+				case pages <- page{batch, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+				if len(batch) < itemPage {
+					break
+				}
+				last = batch[len(batch)-1].ID
+			}
+		}
+	}()
+	for p := range pages {
+		if p.err != nil {
+			return p.err
+		}
+		for _, it := range p.items {
+			if err := fn(it); err != nil {
 				return err
 			}
-			for _, it := range batch {
-				if err := fn(it); err != nil {
-					return err
-				}
-			}
-			if len(batch) < 5000 {
-				break
-			}
-			last = batch[len(batch)-1].ID
 		}
 	}
-	return nil
+	return ctx.Err()
 }
+
+// itemPage is how many drift items eachItem reads at a time.
+const itemPage = 5000
 
 // withLinks fills the dashboard links a hand-built report lacks.
 func withLinks(rep Report) Report {
@@ -418,8 +450,7 @@ func withLinks(rep Report) Report {
 
 // itemOf lifts the well-known detail keys into fields.
 func itemOf(r models.Run, it models.DriftItem) Item {
-	d := map[string]any{}
-	_ = json.Unmarshal(it.Detail, &d)
+	d := detailOf(it.Detail)
 	out := Item{ProviderID: it.ProviderID, Kind: it.Kind, Action: it.Action, LocalState: it.LocalState, ProviderState: it.ProviderState,
 		DashboardURL: DashboardURL(r.Provider, r.Mode, r.Account, it.ProviderID),
 		Fingerprint:  acks.Fingerprint(it.Provider, it.ProviderID, it.Kind, it.ProviderState)}
@@ -445,6 +476,60 @@ func itemOf(r models.Run, it models.DriftItem) Item {
 		out = asDry(out)
 	}
 	return out
+}
+
+// detailOf decodes an item's detail as encoding/json decodes into
+// map[string]any (numbers as float64), empty when it is not an object.
+// fastjson, not encoding/json: on a month's report of 20,000 items the
+// reflective decoder was two fifths of the report's CPU (issue 16).
+func detailOf(b []byte) map[string]any {
+	d := map[string]any{}
+	p := parsers.Get()
+	defer parsers.Put(p)
+	v, err := p.ParseBytes(b)
+	if err != nil {
+		return d
+	}
+	o, err := v.Object()
+	if err != nil {
+		return d
+	}
+	o.Visit(func(k []byte, v *fastjson.Value) { d[string(k)] = anyOf(v) })
+	return d
+}
+
+// parsers are reused: a parser keeps its buffers between documents.
+var parsers fastjson.ParserPool
+
+// anyOf is v as encoding/json would decode it into an any.
+func anyOf(v *fastjson.Value) any {
+	switch v.Type() {
+	case fastjson.TypeObject:
+		m := map[string]any{}
+		o, _ := v.Object()
+		o.Visit(func(k []byte, v *fastjson.Value) { m[string(k)] = anyOf(v) })
+		return m
+	case fastjson.TypeArray:
+		a, _ := v.Array()
+		out := make([]any, len(a))
+		for i, e := range a {
+			out[i] = anyOf(e)
+		}
+		return out
+	case fastjson.TypeString:
+		return string(v.GetStringBytes())
+	case fastjson.TypeNumber:
+		f, err := strconv.ParseFloat(string(v.MarshalTo(nil)), 64)
+		if err != nil {
+			return nil
+		}
+		return f
+	case fastjson.TypeTrue:
+		return true
+	case fastjson.TypeFalse:
+		return false
+	}
+	return nil
 }
 
 // triageOf is what a report says of a run's triage.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -454,4 +455,53 @@ func TestWriteStreamsEveryItemOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rep.Runs[0].Items, 100)
 	require.Equal(t, int64(len(items)-100), rep.Runs[0].ItemsOmitted)
+}
+
+// A renderer that fails stops the read ahead: eachItem returns its error
+// at once, not after reading the rest, and leaves no reader behind.
+func TestEachItemStopsOnError(t *testing.T) {
+	db := pgtest.New(t)
+	now := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	run := models.Run{Provider: "stripe", WindowStart: now, WindowEnd: now, StartedAt: now, Status: "succeeded", Trigger: "manual", Notes: models.JSON(`{}`)}
+	require.NoError(t, db.Create(&run).Error)
+	var items []models.DriftItem
+	for i := range 2*itemPage + 1 {
+		items = append(items, models.DriftItem{RunID: run.ID, Provider: "stripe", ProviderID: fmt.Sprintf("pi_%05d", i), Kind: "behind", Action: models.ActionRepaired, Detail: models.JSON(`{}`)})
+	}
+	require.NoError(t, db.CreateInBatches(items, 2000).Error)
+	stop := errors.New("disk full")
+	n := 0
+	err := eachItem(context.Background(), db.DB, run.ID, func(models.DriftItem) error {
+		if n++; n == 3 {
+			return stop
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, stop)
+	require.Equal(t, 3, n)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = eachItem(ctx, db.DB, run.ID, func(models.DriftItem) error { return nil })
+	require.ErrorIs(t, err, context.Canceled, "a canceled read is an error, never a short report")
+}
+
+// detailOf decodes a detail as encoding/json decodes into map[string]any:
+// the report's items render the same whichever decoder read them.
+func TestDetailOfMatchesEncodingJSON(t *testing.T) {
+	for _, doc := range []string{
+		`{}`,
+		`{"amount": 26836, "applied": ["authorised", "captured"], "currency": "gbp", "explanation": "The payment was unknown locally"}`,
+		`{"big": 12345678901234567890, "neg": -0.5, "exp": 1e21, "small": 1.5E-7, "zero": 0}`,
+		`{"s": "quote \" backslash \\ tab \t unicode \u00e9 \ud83d\ude00 <>&", "t": true, "f": false, "n": null}`,
+		`{"nested": {"a": [1, {"b": [null, "x"]}], "c": {}}, "empty": []}`,
+		`{"dup": 1, "dup": 2}`,
+	} {
+		want := map[string]any{}
+		require.NoError(t, json.Unmarshal([]byte(doc), &want), doc)
+		require.Equal(t, want, detailOf([]byte(doc)), doc)
+	}
+	for _, doc := range []string{``, `[1]`, `"x"`, `{"a":`, `{"a": 1} trailing`} {
+		require.Equal(t, map[string]any{}, detailOf([]byte(doc)), "not an object: %q", doc)
+	}
 }
