@@ -692,6 +692,7 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
+		n := 0
 		for p := range batches {
 			if werr != nil {
 				continue
@@ -699,6 +700,14 @@ func (e *engine) stream(ctx context.Context, w window) error {
 			if err := e.write(ctx, p, e.check(w, p.CursorAt, false)); err != nil {
 				werr = err
 				cancel(err)
+				continue
+			}
+			// The run's own batches grow the tables it joins: an empty
+			// schema's are analyzed once they hold enough rows for the
+			// planner's estimates to matter (after batches 1, 2, 4, 8, …;
+			// a table analyzed once is skipped in a query).
+			if n++; n&(n-1) == 0 && e.ap.writes() && rctx.Err() == nil {
+				e.refreshStats(rctx)
 			}
 		}
 	}()

@@ -264,7 +264,7 @@ func TestConnectErrorIsOneLine(t *testing.T) {
 }
 
 // TestRefreshStats: a payments table PostgreSQL has never analyzed is
-// analyzed once it holds a mebibyte, and only then; once analyzed, never
+// analyzed once it holds 256 KiB, and only then; once analyzed, never
 // again (autovacuum keeps its statistics). A small table is left alone.
 func TestRefreshStats(t *testing.T) {
 	t.Parallel()
@@ -294,7 +294,7 @@ func TestRefreshStats(t *testing.T) {
 	insert(0, 100)
 	done, err := st.RefreshStats(ctx)
 	require.NoError(t, err)
-	require.Empty(t, done, "a table under a mebibyte is not worth analyzing")
+	require.Empty(t, done, "a table under 256 KiB is not worth analyzing")
 	require.False(t, analyzed())
 
 	insert(100, 12_000)
