@@ -155,8 +155,8 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	c := &b.counts
 	c.Events = int64(len(b.page.Events))
 	b.next = make(map[string]*carried, len(b.order))
-	var items []store.Item
-	var rewrite []string // payments whose earlier items this batch replaces
+	var items, replace []store.Item
+	var rewrite []string // payments whose earlier items this batch deletes
 	recon := map[string]store.Event{}
 	for _, id := range b.order {
 		o, pl, prev := b.out[id], b.plans[id], b.prev[id]
@@ -168,11 +168,9 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 			cr.facts = append(slices.Clip(prev.facts), b.byID[id]...)
 			cr.applied = append(slices.Clip(prev.applied), o.applied...)
 			cr.inserted = cr.inserted || prev.inserted
-			if prev.drifted {
-				rewrite = append(rewrite, id)
-			}
 		}
 		var its []Item
+		var rows []store.Item
 		if !o.after.Exists && !b.check.Complete {
 			cr.pending = true // decided once it has been fetched by id
 		} else {
@@ -195,7 +193,18 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 			case models.ActionReported:
 				cr.items.Reported++
 			}
-			items = append(items, toItem(id, it))
+			rows = append(rows, toItem(id, it))
+		}
+		switch {
+		case prev != nil && prev.drifted && itemTotal(prev.items) == 1 && len(rows) == 1:
+			// One item before and after (a payment's usual case): rewritten
+			// in place.
+			replace = append(replace, rows[0])
+		default:
+			if prev != nil && prev.drifted {
+				rewrite = append(rewrite, id)
+			}
+			items = append(items, rows...)
 		}
 		cr.drifted = len(its) > 0
 		c.Repaired += cr.items.Repaired
@@ -245,6 +254,9 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 		return err
 	}
 	if err := tx.InsertItems(ctx, e.run.ID, e.provider, items); err != nil {
+		return err
+	}
+	if err := tx.ReplaceItems(ctx, e.run.ID, e.provider, replace); err != nil {
 		return err
 	}
 	examined, drifted := int64(len(e.seen)), e.drifted
@@ -336,6 +348,9 @@ func describe(it *Item, row Local, p Plan) {
 		it.Detail["amount_refunded"] = row.AmountRefunded
 	}
 }
+
+// itemTotal is how many items c stands for.
+func itemTotal(c counts) int64 { return c.Delivered + c.Repaired + c.Refused + c.Reported }
 
 func toItem(id string, it Item) store.Item {
 	r := store.Item{ProviderID: id, Kind: it.Kind, Action: it.Action, Detail: it.Detail}

@@ -155,6 +155,14 @@ type Tx interface {
 	DeleteItems(ctx context.Context, runID int64, provider string, ids []string) error
 	// InsertItems adds drift items to run runID.
 	InsertItems(ctx context.Context, runID int64, provider string, rows []Item) error
+	// ReplaceItems rewrites in place the one drift item run runID holds
+	// for each row's payment (a payment decided again by a later batch),
+	// keeping its id: on PostgreSQL a heap-only update beside the old
+	// version (migration 0012), where DeleteItems and InsertItems cost a
+	// delete, an insert into each index and a foreign-key check (issue
+	// 16). The caller makes sure each payment has exactly one item of the
+	// run; a payment without one gets none.
+	ReplaceItems(ctx context.Context, runID int64, provider string, rows []Item) error
 	// InsertEvents records the events webhook_events lacks as synthetic
 	// rows of run runID and returns how many were new: processed (now),
 	// or unprocessed when the event says Deliver.

@@ -425,6 +425,25 @@ func (t tx) InsertItems(_ context.Context, runID int64, provider string, rows []
 	return nil
 }
 
+func (t tx) ReplaceItems(_ context.Context, runID int64, provider string, rows []store.Item) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return err
+	}
+	if err := t.c.Exec(`UPDATE drift_items d
+		SET kind = v.kind, action = v.action, local_state = v.local_state, provider_state = v.provider_state,
+		    detail = coalesce(v.detail, '{}'), created_at = coalesce(CAST(? AS timestamptz), now())
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, kind text, action text, local_state text, provider_state text, detail jsonb)
+		WHERE d.run_id = ? AND d.provider = ? AND d.provider_id = v.provider_id`,
+		t.now(), arg, runID, provider); err != nil {
+		return fmt.Errorf("rewrite drift items: %w", err)
+	}
+	return nil
+}
+
 func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []store.Event) (int64, error) {
 	if len(rows) == 0 {
 		return 0, nil

@@ -24,6 +24,7 @@ var BatchStatements = expand([]BatchStatement{
 	{"SaveCarry", saveCarrySQL, []any{1, `[]`}},
 	{"DeleteItems", deleteItemsSQL, []any{1, "stripe", `["pi_1"]`}},
 	{"InsertItems", insertItemsSQL, []any{1, "stripe", nil, `[]`}},
+	{"ReplaceItems", replaceItemsSQL, []any{`[]`, nil, 1, "stripe"}},
 	{"InsertEvents", insertEventsSQL, []any{"stripe", nil, 1, `[]`}},
 	{"MissingEvents", missingEventsSQL, []any{`["evt_1"]`, "stripe"}},
 })

@@ -144,6 +144,17 @@ const (
 		       json_extract(value, '$.local_state'), json_extract(value, '$.provider_state'), coalesce(json_extract(value, '$.detail'), '{}'), ` + now + `
 		FROM json_each(?)`
 
+	replaceItemsSQL = `WITH v AS MATERIALIZED (
+		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.kind') AS kind,
+		         json_extract(value, '$.action') AS action, json_extract(value, '$.local_state') AS local_state,
+		         json_extract(value, '$.provider_state') AS provider_state, coalesce(json_extract(value, '$.detail'), '{}') AS detail
+		  FROM json_each(?))
+		UPDATE drift_items AS d
+		SET kind = v.kind, action = v.action, local_state = v.local_state, provider_state = v.provider_state,
+		    detail = v.detail, created_at = ` + now + `
+		FROM v
+		WHERE +d.run_id = ? AND d.provider = ? AND d.provider_id = v.provider_id`
+
 	insertEventsSQL = `INSERT INTO {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at}[[synthetic:, {synthetic}]][[run_id:, {run_id}]])
 		SELECT ?, json_extract(value, '$.event_id'), json_extract(value, '$.event_type'), json_extract(value, '$.payload'),
 			CASE WHEN json_extract(value, '$.deliver') THEN NULL ELSE ` + now + ` END[[synthetic:, 1]][[run_id:, ?]]
@@ -321,6 +332,20 @@ func (t tx) InsertItems(_ context.Context, runID int64, provider string, rows []
 	}
 	if err := t.c.Exec(insertItemsSQL, runID, provider, t.stamp(), arg); err != nil {
 		return fmt.Errorf("insert drift items: %w", err)
+	}
+	return nil
+}
+
+func (t tx) ReplaceItems(_ context.Context, runID int64, provider string, rows []store.Item) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	arg, err := sqlbase.JSON(rows)
+	if err != nil {
+		return err
+	}
+	if err := t.c.Exec(replaceItemsSQL, arg, t.stamp(), runID, provider); err != nil {
+		return fmt.Errorf("rewrite drift items: %w", err)
 	}
 	return nil
 }

@@ -410,6 +410,26 @@ func testItems(t *testing.T, e *env) {
 		require.NoError(t, tx.DeleteItems(e.ctx, r1.ID, "stripe", []string{"pi_1", "pi_missing"}))
 	})
 	e.requireItems(row(r1.ID, "gocardless", i1, detail), row(r1.ID, "stripe", i2, `{}`), row(r2.ID, "stripe", i1, detail))
+
+	// Rewriting pi_2's item of run r1 and stripe in place keeps its id and
+	// leaves the other runs' and providers' alone; a payment without an
+	// item gets none.
+	id := func() (n int64) {
+		require.NoError(t, e.db.Raw(`SELECT id FROM drift_items WHERE run_id = ? AND provider = 'stripe' AND provider_id = 'pi_2'`, r1.ID).Scan(&n).Error)
+		return n
+	}
+	before := id()
+	i4 := store.Item{ProviderID: "pi_2", Kind: models.KindBehind, Action: models.ActionRepaired, LocalState: ptr("captured"),
+		ProviderState: ptr("settled"), Detail: map[string]any{"amount": 7, "note": "é\""}}
+	e.tx(e.st, func(tx store.Tx) {
+		require.NoError(t, tx.ReplaceItems(e.ctx, r1.ID, "stripe", []store.Item{i4,
+			{ProviderID: "pi_missing", Kind: models.KindBehind, Action: models.ActionRepaired}}))
+	})
+	e.requireItems(row(r1.ID, "gocardless", i1, detail), row(r1.ID, "stripe", i4, `{"amount": 7, "note": "é\""}`), row(r2.ID, "stripe", i1, detail))
+	require.Equal(t, before, id(), "rewritten in place")
+	i5 := store.Item{ProviderID: "pi_2", Kind: models.KindMismatch, Action: models.ActionReported}
+	e.tx(e.st, func(tx store.Tx) { require.NoError(t, tx.ReplaceItems(e.ctx, r1.ID, "stripe", []store.Item{i5})) })
+	e.requireItems(row(r1.ID, "gocardless", i1, detail), row(r1.ID, "stripe", i5, `{}`), row(r2.ID, "stripe", i1, detail))
 }
 
 func testInsertEvents(t *testing.T, e *env) {
