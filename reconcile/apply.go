@@ -53,13 +53,14 @@ type outcome struct {
 
 // sqlApplier writes to the store.
 type sqlApplier struct {
-	st       store.Store
-	runID    int64
-	provider string
-	account  string
-	mem      *carryMem   // what the run carries, in memory up to a budget
-	pending  carryChange // what the batch being written does to mem
-	scratch  []byte
+	st        store.Store
+	runID     int64
+	provider  string
+	account   string
+	mem       *carryMem   // what the run carries, in memory up to a budget
+	eventsNew newEvents   // whether the last batch's events were all new
+	pending   carryChange // what the batch being written does to mem
+	scratch   []byte
 }
 
 func (a *sqlApplier) load(ctx context.Context, tx store.Tx, ids []string) (map[string]Local, error) {
@@ -73,10 +74,15 @@ func loadLocal(ctx context.Context, tx store.Tx, provider string, ids []string) 
 	}
 	out := make(map[string]Local, len(rows))
 	for _, r := range rows {
-		out[r.ProviderID] = Local{Exists: true, State: r.State, At: r.At, Amount: r.Amount, Currency: r.Currency,
-			AmountRefunded: r.AmountRefunded, SettledAt: r.SettledAt, PayoutID: r.PayoutID, AmountCaptured: r.AmountCaptured}
+		out[r.ProviderID] = localOf(r)
 	}
 	return out, nil
+}
+
+// localOf is a row as the engine sees it.
+func localOf(r store.Payment) Local {
+	return Local{Exists: true, State: r.State, At: r.At, Amount: r.Amount, Currency: r.Currency,
+		AmountRefunded: r.AmountRefunded, SettledAt: r.SettledAt, PayoutID: r.PayoutID, AmountCaptured: r.AmountCaptured}
 }
 
 func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[string]outcome, int64, error) {
@@ -94,11 +100,14 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 			inserts = append(inserts, r)
 		}
 	}
-	ids, err := tx.InsertPayments(ctx, a.provider, a.account, inserts)
+	created, err := tx.InsertPayments(ctx, a.provider, a.account, inserts)
 	if err != nil {
 		return nil, 0, err
 	}
-	inserted := setOf(ids)
+	inserted := make(map[string]bool, len(created))
+	for _, r := range created {
+		inserted[r.ProviderID] = true
+	}
 	// A row the insert did not create exists already (the live worker made
 	// it meanwhile): the guarded steps apply to it. Steps an earlier batch
 	// of this run already sent are not sent again: the guard's refusals are
@@ -126,10 +135,14 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 	}
 	applied := map[string][]Step{}
 	// touched are the payments a statement of this batch may have changed:
-	// only they are read again afterwards; the others are as loaded.
+	// only they are read again afterwards; the others are as loaded, and
+	// the rows the insert created as it returned them (no later statement
+	// of the batch touches those).
 	touched := make(map[string]bool, len(inserts))
 	for _, r := range inserts {
-		touched[r.ProviderID] = true
+		if !inserted[r.ProviderID] {
+			touched[r.ProviderID] = true
+		}
 	}
 	for id := range todo {
 		touched[id] = true
@@ -200,10 +213,13 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 	if err != nil {
 		return nil, 0, err
 	}
+	for _, r := range created {
+		after[r.ProviderID] = localOf(r)
+	}
 	out := make(map[string]outcome, len(b.order))
 	for _, id := range b.order {
 		o := outcome{after: b.rows[id], applied: applied[id], inserted: inserted[id]}
-		if touched[id] {
+		if touched[id] || inserted[id] {
 			o.after = after[id]
 		}
 		if o.inserted {
@@ -215,7 +231,27 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 }
 
 func (a *sqlApplier) events(ctx context.Context, tx store.Tx, evs []store.Event) (int64, error) {
-	return tx.InsertEvents(ctx, a.runID, a.provider, evs)
+	return a.eventsNew.insert(ctx, tx, a.runID, a.provider, evs)
+}
+
+// newEvents picks how a batch's events are inserted from what the batches
+// before found: while every event was new (an empty schema, a first run),
+// all are sent at once; once a batch finds one recorded (the webhooks
+// came), the store is asked first which are, so that their payloads are
+// not sent for nothing. Either is correct (the insert's unique key decides);
+// a wrong guess costs one batch its speed.
+type newEvents struct{ allNew bool }
+
+func (n *newEvents) insert(ctx context.Context, tx store.Tx, runID int64, source string, evs []store.Event) (int64, error) {
+	insert := tx.InsertEvents
+	if n.allNew {
+		insert = tx.InsertEventsDirect
+	}
+	added, err := insert(ctx, runID, source, evs)
+	if err == nil && len(evs) > 0 {
+		n.allNew = added == int64(len(evs))
+	}
+	return added, err
 }
 
 func (a *sqlApplier) loadCarry(ctx context.Context, tx store.Tx, ids []string) (map[string]*carried, error) {

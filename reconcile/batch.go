@@ -80,9 +80,11 @@ func newBatch(p Page, w Check, force []string) *batch {
 // context detached from cancellation, so that SIGTERM lets it finish.
 func (e *engine) write(ctx context.Context, p Page, w Check, force ...string) error {
 	wctx := context.WithoutCancel(ctx)
-	b := newBatch(p, w, force)
+	b, attempts := newBatch(p, w, force), 0
 	err := e.st.InTx(wctx, func(ctx context.Context, tx store.Tx) error {
-		b = newBatch(p, w, force) // afresh on a retry
+		if attempts++; attempts > 1 {
+			b = newBatch(p, w, force) // afresh on a retry
+		}
 		if err := e.plan(ctx, tx, b); err != nil {
 			return err
 		}

@@ -32,7 +32,8 @@ var RepairModes = []string{RepairApply, RepairDeliver}
 // recorded, unprocessed, for the application's worker.
 type deliverApplier struct {
 	*dryApplier
-	runID int64
+	runID     int64
+	eventsNew newEvents
 }
 
 func newDeliverApplier(provider string, runID int64) *deliverApplier {
@@ -48,7 +49,7 @@ func (a *deliverApplier) events(ctx context.Context, tx store.Tx, evs []store.Ev
 	for i := range evs {
 		evs[i].Deliver = true
 	}
-	return tx.InsertEvents(ctx, a.runID, a.provider, evs)
+	return a.eventsNew.insert(ctx, tx, a.runID, a.provider, evs)
 }
 
 // delivers says whether the run hands its repairs to the application's

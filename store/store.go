@@ -130,9 +130,10 @@ type Tx interface {
 	// LoadPayments reads the rows of ids, ordered by provider_id.
 	LoadPayments(ctx context.Context, provider string, ids []string) ([]Payment, error)
 	// InsertPayments creates rows for payments not known locally; a row
-	// that exists already wins (it is not changed). It returns the ids it
-	// created.
-	InsertPayments(ctx context.Context, provider, account string, rows []NewPayment) ([]string, error)
+	// that exists already wins (it is not changed). It returns the rows it
+	// created, as LoadPayments reads them (the engine need not read them
+	// again).
+	InsertPayments(ctx context.Context, provider, account string, rows []NewPayment) ([]Payment, error)
 	// ApplySteps moves each payment one step under the guard: only from an
 	// allowed predecessor of the step's state (models.Predecessors), and
 	// never to an earlier provider time except settled → refunded or
@@ -167,6 +168,12 @@ type Tx interface {
 	// rows of run runID and returns how many were new: processed (now),
 	// or unprocessed when the event says Deliver.
 	InsertEvents(ctx context.Context, runID int64, source string, rows []Event) (int64, error)
+	// InsertEventsDirect is InsertEvents without first asking which events
+	// are recorded: every payload is sent and the insert's ON CONFLICT
+	// discards the recorded ones. Cheaper when none is recorded (a first
+	// run, an empty schema); dearer when most are (a night whose webhooks
+	// came), so the caller picks by what the last batch found.
+	InsertEventsDirect(ctx context.Context, runID int64, source string, rows []Event) (int64, error)
 	// MissingEvents counts the ids webhook_events lacks (dry runs).
 	MissingEvents(ctx context.Context, source string, ids []string) (int64, error)
 	// AddCounts adds a batch's counters to run runID and moves its resume

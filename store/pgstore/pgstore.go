@@ -252,7 +252,7 @@ func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]st
 	return rows, nil
 }
 
-func (t tx) InsertPayments(_ context.Context, provider, account string, rows []store.NewPayment) ([]string, error) {
+func (t tx) InsertPayments(_ context.Context, provider, account string, rows []store.NewPayment) ([]store.Payment, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
@@ -260,18 +260,18 @@ func (t tx) InsertPayments(_ context.Context, provider, account string, rows []s
 	if err != nil {
 		return nil, err
 	}
-	ids, err := t.c.Strings(t.c.SQL(`INSERT INTO {payments} ({provider}, {account}, {provider_id}, {state}, {amount}, {currency}, {amount_refunded}, {source_updated_at}
+	created, err := t.c.Payments(t.c.SQL(`INSERT INTO {payments} ({provider}, {account}, {provider_id}, {state}, {amount}, {currency}, {amount_refunded}, {source_updated_at}
 		    [[settled_at:, {settled_at}]][[payout_id:, {payout_id}]][[amount_captured:, {amount_captured}]][[created_at:, {created_at}]][[updated_at:, {updated_at}]])
 		SELECT ?, ?, v.provider_id, v.state, v.amount, v.currency, v.amount_refunded, v.at[[settled_at:, v.settled_at]][[payout_id:, NULLIF(v.payout_id, '')]][[amount_captured:, v.amount_captured]]
 		       [[created_at:, coalesce(CAST(? AS timestamptz), now())]][[updated_at:, coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, state text, at timestamptz, amount bigint, currency text, amount_refunded bigint,
 		    settled_at timestamptz, payout_id text, amount_captured bigint)
 		ON CONFLICT ({provider}, {provider_id}) DO NOTHING
-		RETURNING {provider_id}`), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.now(), arg)...)
+		RETURNING {provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}`), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.now(), arg)...)
 	if err != nil {
 		return nil, fmt.Errorf("insert missing payments: %w", err)
 	}
-	return ids, nil
+	return created, nil
 }
 
 func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) ([]string, error) {
@@ -444,7 +444,7 @@ func (t tx) ReplaceItems(_ context.Context, runID int64, provider string, rows [
 	return nil
 }
 
-func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []store.Event) (int64, error) {
+func (t tx) InsertEvents(ctx context.Context, runID int64, source string, rows []store.Event) (int64, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
@@ -479,6 +479,13 @@ func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []s
 		if rows = left; len(rows) == 0 {
 			return 0, nil
 		}
+	}
+	return t.InsertEventsDirect(ctx, runID, source, rows)
+}
+
+func (t tx) InsertEventsDirect(_ context.Context, runID int64, source string, rows []store.Event) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
 	}
 	n, err := t.c.Int(t.c.SQL(`WITH ins AS (
 		INSERT INTO {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at}[[synthetic:, {synthetic}]][[run_id:, {run_id}]])
@@ -540,8 +547,9 @@ const statsMinBytes = 256 << 10
 // statements join on: one whose statistics are old is autovacuum's to
 // refresh, and autovacuum gathers the rest. ANALYZE samples at most
 // 30,000 rows (at the default statistics target), takes a lock that
-// blocks neither reads nor writes, and by a role that does not own the
-// table is skipped by PostgreSQL with a warning.
+// blocks neither reads nor writes (and waits at most 2 s for one a VACUUM
+// or an index build holds: then the run goes on without), and by a role
+// that does not own the table is skipped by PostgreSQL with a warning.
 func (s *Store) RefreshStats(ctx context.Context) ([]string, error) {
 	var done []string
 	// Only the columns the batch statements join on: the statistics of a
@@ -561,7 +569,14 @@ func (s *Store) RefreshStats(ctx context.Context) ([]string, error) {
 		if !never {
 			continue
 		}
-		if err := s.DB.WithContext(ctx).Exec(`ANALYZE ` + table + ` (` + cols + `)`).Error; err != nil {
+		// ANALYZE waits for a VACUUM or an index build on the table; the
+		// run between its batches does not wait long for statistics.
+		if err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec(`SET LOCAL lock_timeout = '2s'`).Error; err != nil {
+				return err
+			}
+			return tx.Exec(`ANALYZE ` + table + ` (` + cols + `)`).Error
+		}); err != nil {
 			return done, fmt.Errorf("analyze %s: %w", table, translate(err))
 		}
 		done = append(done, table)

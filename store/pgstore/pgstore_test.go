@@ -311,3 +311,35 @@ func TestRefreshStats(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, done, "a table analyzed once is autovacuum's to keep")
 }
+
+// TestRefreshStatsWaitsBriefly: a table some other session holds (a
+// VACUUM, an index build: a lock ANALYZE conflicts with) is not waited for
+// past the lock timeout; RefreshStats says so and the run goes on without.
+func TestRefreshStatsWaitsBriefly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	st := pgstore.New(db.DB, nil)
+	payments := st.AppSchema().Payments.Ident()
+	require.NoError(t, db.Exec(`ALTER TABLE `+payments+` SET (autovacuum_enabled = false)`).Error)
+	rows := make([]store.NewPayment, 5000)
+	for i := range rows {
+		rows[i] = store.NewPayment{ProviderID: fmt.Sprintf("pi_%06d", i), State: models.StateCaptured,
+			At: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC), Amount: 1000, Currency: "gbp"}
+	}
+	require.NoError(t, st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.InsertPayments(ctx, "stripe", "", rows)
+		return err
+	}))
+	holder := db.Begin()
+	defer holder.Rollback()
+	require.NoError(t, holder.Exec(`LOCK TABLE `+payments+` IN SHARE UPDATE EXCLUSIVE MODE`).Error)
+	start := time.Now()
+	_, err := st.RefreshStats(ctx)
+	require.ErrorContains(t, err, "lock timeout")
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.NoError(t, holder.Rollback().Error)
+	done, err := st.RefreshStats(ctx)
+	require.NoError(t, err)
+	require.Contains(t, done, payments)
+}

@@ -123,7 +123,7 @@ const (
 		       [[payout_id:, NULLIF(json_extract(value, '$.payout_id'), '')]][[amount_captured:, json_extract(value, '$.amount_captured')]][[created_at:, ` + now + `]][[updated_at:, ` + now + `]]
 		FROM json_each(?) WHERE true
 		ON CONFLICT ({provider}, {provider_id}) DO NOTHING
-		RETURNING {provider_id}`
+		RETURNING {provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}`
 
 	loadCarrySQL = `SELECT provider_id, state FROM reconciler_carry WHERE provider_id IN (SELECT value FROM json_each(?)) AND run_id = ?`
 
@@ -201,7 +201,7 @@ func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]st
 	return rows, nil
 }
 
-func (t tx) InsertPayments(_ context.Context, provider, account string, rows []store.NewPayment) ([]string, error) {
+func (t tx) InsertPayments(_ context.Context, provider, account string, rows []store.NewPayment) ([]store.Payment, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
@@ -209,11 +209,11 @@ func (t tx) InsertPayments(_ context.Context, provider, account string, rows []s
 	if err != nil {
 		return nil, err
 	}
-	ids, err := t.c.Strings(t.c.SQL(insertPaymentsSQL), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.stamp(), arg)...)
+	created, err := t.c.Payments(t.c.SQL(insertPaymentsSQL), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.stamp(), arg)...)
 	if err != nil {
 		return nil, fmt.Errorf("insert missing payments: %w", err)
 	}
-	return ids, nil
+	return created, nil
 }
 
 func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) ([]string, error) {
@@ -359,6 +359,12 @@ func (t tx) InsertEvents(_ context.Context, runID int64, source string, rows []s
 		return 0, fmt.Errorf("insert synthetic events: %w", err)
 	}
 	return int64(len(ids)), nil
+}
+
+// InsertEventsDirect is InsertEvents: SQLite's insert asks no question
+// first.
+func (t tx) InsertEventsDirect(ctx context.Context, runID int64, source string, rows []store.Event) (int64, error) {
+	return t.InsertEvents(ctx, runID, source, rows)
 }
 
 func (t tx) MissingEvents(_ context.Context, source string, ids []string) (int64, error) {

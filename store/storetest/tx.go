@@ -1,10 +1,12 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +32,7 @@ var txTests = []test{
 	{"Carry", testCarry},
 	{"Items", testItems},
 	{"InsertEvents", testInsertEvents},
+	{"InsertEventsDirect", func(t *testing.T, e *env) { insertEvents(t, e, true) }},
 	{"InsertEventsToDeliver", testInsertEventsToDeliver},
 	{"MissingEvents", testMissingEvents},
 	{"AddCounts", testAddCounts},
@@ -86,13 +89,24 @@ func testInsertPayments(t *testing.T, e *env) {
 		{ProviderID: "pi_new2", State: models.StateSettled, At: t0.Add(time.Second), Amount: 400, Currency: "gbp", AmountRefunded: 50,
 			SettledAt: ptr(t0.Add(2 * time.Hour).In(cet)), PayoutID: "po_1", AmountCaptured: ptr(int64(300))},
 	}
-	var created, again []string
+	var created, again, loaded []store.Payment
 	e.tx(e.st, func(tx store.Tx) {
 		var err error
 		created, err = tx.InsertPayments(e.ctx, "stripe", "acct_1", rows)
 		require.NoError(t, err)
 	})
-	require.ElementsMatch(t, []string{"pi_new1", "pi_new2"}, created, "the ids it created, not the existing row's")
+	var ids []string
+	for _, r := range created {
+		ids = append(ids, r.ProviderID)
+	}
+	require.ElementsMatch(t, []string{"pi_new1", "pi_new2"}, ids, "the rows it created, not the existing row's")
+	e.tx(e.st, func(tx store.Tx) {
+		var err error
+		loaded, err = tx.LoadPayments(e.ctx, "stripe", ids)
+		require.NoError(t, err)
+	})
+	slices.SortFunc(created, func(a, b store.Payment) int { return strings.Compare(a.ProviderID, b.ProviderID) })
+	require.Equal(t, loaded, created, "the created rows as LoadPayments reads them")
 	want := []payment{existing, other,
 		{Provider: "stripe", Account: "acct_1", ProviderID: "pi_new1", State: models.StateAuthorised, Amount: 500, Currency: "eur",
 			At: ptr(t0), CreatedAt: e.now, UpdatedAt: e.now},
@@ -432,7 +446,17 @@ func testItems(t *testing.T, e *env) {
 	e.requireItems(row(r1.ID, "gocardless", i1, detail), row(r1.ID, "stripe", i5, `{}`), row(r2.ID, "stripe", i1, detail))
 }
 
-func testInsertEvents(t *testing.T, e *env) {
+func testInsertEvents(t *testing.T, e *env) { insertEvents(t, e, false) }
+
+// insertEvents is InsertEvents' case, or with direct InsertEventsDirect's:
+// the same rows whether or not the store asks first which are recorded.
+func insertEvents(t *testing.T, e *env, direct bool) {
+	insert := func(tx store.Tx) func(context.Context, int64, string, []store.Event) (int64, error) {
+		if direct {
+			return tx.InsertEventsDirect
+		}
+		return tx.InsertEvents
+	}
 	r1, r2 := e.run(models.Run{}), e.run(models.Run{})
 	t0 := e.t0()
 	// The live worker received evt_live and processed it.
@@ -442,7 +466,7 @@ func testInsertEvents(t *testing.T, e *env) {
 	var n1, n2, n3 int64
 	e.tx(e.st, func(tx store.Tx) {
 		var err error
-		n1, err = tx.InsertEvents(e.ctx, r1.ID, "stripe", []store.Event{
+		n1, err = insert(tx)(e.ctx, r1.ID, "stripe", []store.Event{
 			{EventID: "evt_1", EventType: "payment_intent.succeeded", Payload: json.RawMessage(payload)},
 			{EventID: "evt_live", EventType: "charge.refunded", Payload: json.RawMessage(`{"replayed": true}`)},
 			{EventID: "recon:pi_1:captured:1773480413", EventType: "recon.captured", Payload: json.RawMessage(`{}`)},
@@ -452,12 +476,12 @@ func testInsertEvents(t *testing.T, e *env) {
 	later := e.now.Add(time.Hour)
 	e.tx(e.withClock(later), func(tx store.Tx) {
 		var err error
-		n2, err = tx.InsertEvents(e.ctx, r2.ID, "stripe", []store.Event{
+		n2, err = insert(tx)(e.ctx, r2.ID, "stripe", []store.Event{
 			{EventID: "evt_1", EventType: "payment_intent.succeeded", Payload: json.RawMessage(`{"again": 1}`)},
 			{EventID: "evt_2", EventType: "payout.paid", Payload: json.RawMessage(`{"n": 2}`)},
 		})
 		require.NoError(t, err)
-		n3, err = tx.InsertEvents(e.ctx, r2.ID, "gocardless", []store.Event{{EventID: "evt_1", EventType: "payments", Payload: json.RawMessage(`{"gc": 1}`)}})
+		n3, err = insert(tx)(e.ctx, r2.ID, "gocardless", []store.Event{{EventID: "evt_1", EventType: "payments", Payload: json.RawMessage(`{"gc": 1}`)}})
 		require.NoError(t, err)
 	})
 	require.Equal(t, int64(2), n1, "evt_live was there")
