@@ -243,7 +243,7 @@ func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]st
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.c.Payments(t.c.SQL(`SELECT {provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}
+	rows, err := t.c.Payments(t.c.SQL(`SELECT `+sqlbase.PaymentColumns+`
 		FROM {payments} WHERE {provider} = ? AND {provider_id} IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))
 		ORDER BY {provider_id}`), provider, arg)
 	if err != nil {
@@ -267,7 +267,7 @@ func (t tx) InsertPayments(_ context.Context, provider, account string, rows []s
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, state text, at timestamptz, amount bigint, currency text, amount_refunded bigint,
 		    settled_at timestamptz, payout_id text, amount_captured bigint)
 		ON CONFLICT ({provider}, {provider_id}) DO NOTHING
-		RETURNING {provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}`), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.now(), arg)...)
+		RETURNING `+sqlbase.PaymentColumns), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.now(), arg)...)
 	if err != nil {
 		return nil, fmt.Errorf("insert missing payments: %w", err)
 	}

@@ -274,17 +274,7 @@ func TestRefreshStats(t *testing.T) {
 	payments := st.AppSchema().Payments.Ident()
 	// Autovacuum must not analyze the table behind the test's back.
 	require.NoError(t, db.Exec(`ALTER TABLE `+payments+` SET (autovacuum_enabled = false)`).Error)
-	insert := func(from, n int) {
-		rows := make([]store.NewPayment, n)
-		for i := range rows {
-			rows[i] = store.NewPayment{ProviderID: fmt.Sprintf("pi_%06d", from+i), State: models.StateCaptured,
-				At: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC), Amount: 1000, Currency: "gbp"}
-		}
-		require.NoError(t, st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			_, err := tx.InsertPayments(ctx, "stripe", "", rows)
-			return err
-		}))
-	}
+	insert := func(from, n int) { insertCaptured(t, st, from, n) }
 	analyzed := func() bool {
 		var ok bool
 		require.NoError(t, db.Raw(`SELECT coalesce(last_analyze, last_autoanalyze) IS NOT NULL FROM pg_stat_all_tables WHERE relid = to_regclass(?)`, payments).Scan(&ok).Error)
@@ -322,15 +312,7 @@ func TestRefreshStatsWaitsBriefly(t *testing.T) {
 	st := pgstore.New(db.DB, nil)
 	payments := st.AppSchema().Payments.Ident()
 	require.NoError(t, db.Exec(`ALTER TABLE `+payments+` SET (autovacuum_enabled = false)`).Error)
-	rows := make([]store.NewPayment, 5000)
-	for i := range rows {
-		rows[i] = store.NewPayment{ProviderID: fmt.Sprintf("pi_%06d", i), State: models.StateCaptured,
-			At: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC), Amount: 1000, Currency: "gbp"}
-	}
-	require.NoError(t, st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		_, err := tx.InsertPayments(ctx, "stripe", "", rows)
-		return err
-	}))
+	insertCaptured(t, st, 0, 5000)
 	holder := db.Begin()
 	defer holder.Rollback()
 	require.NoError(t, holder.Exec(`LOCK TABLE `+payments+` IN SHARE UPDATE EXCLUSIVE MODE`).Error)
@@ -342,4 +324,18 @@ func TestRefreshStatsWaitsBriefly(t *testing.T) {
 	done, err := st.RefreshStats(ctx)
 	require.NoError(t, err)
 	require.Contains(t, done, payments)
+}
+
+// insertCaptured inserts n captured payments pi_<from>… through the store.
+func insertCaptured(t *testing.T, st *pgstore.Store, from, n int) {
+	t.Helper()
+	rows := make([]store.NewPayment, n)
+	for i := range rows {
+		rows[i] = store.NewPayment{ProviderID: fmt.Sprintf("pi_%06d", from+i), State: models.StateCaptured,
+			At: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC), Amount: 1000, Currency: "gbp"}
+	}
+	require.NoError(t, st.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.InsertPayments(ctx, "stripe", "", rows)
+		return err
+	}))
 }

@@ -111,7 +111,7 @@ const (
 		FROM v
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS NOT v.amount_captured`
 
-	loadPaymentsSQL = `SELECT {provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}
+	loadPaymentsSQL = `SELECT ` + sqlbase.PaymentColumns + `
 		FROM {payments} WHERE {provider} = ? AND {provider_id} IN (SELECT value FROM json_each(?))
 		ORDER BY {provider_id}`
 
@@ -123,7 +123,7 @@ const (
 		       [[payout_id:, NULLIF(json_extract(value, '$.payout_id'), '')]][[amount_captured:, json_extract(value, '$.amount_captured')]][[created_at:, ` + now + `]][[updated_at:, ` + now + `]]
 		FROM json_each(?) WHERE true
 		ON CONFLICT ({provider}, {provider_id}) DO NOTHING
-		RETURNING {provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}`
+		RETURNING ` + sqlbase.PaymentColumns
 
 	loadCarrySQL = `SELECT provider_id, state FROM reconciler_carry WHERE provider_id IN (SELECT value FROM json_each(?)) AND run_id = ?`
 

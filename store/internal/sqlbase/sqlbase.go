@@ -155,6 +155,11 @@ func (c *Conn) Int(q string, args ...any) (int64, error) {
 	return n, err
 }
 
+// PaymentColumns are the columns Payments reads, in its order, for a
+// dialect's SELECT or RETURNING (the schema's names; NULL for a column a
+// mapped schema lacks).
+const PaymentColumns = `{provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}`
+
 // Payments runs a query returning the columns of store.Payment in order:
 // provider_id, state, source_updated_at, amount, currency,
 // amount_refunded, settled_at, payout_id, amount_captured.
