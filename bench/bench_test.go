@@ -98,7 +98,7 @@ func (w world) execState(b *testing.B, rps int, st **os.ProcessState, args ...st
 	}
 	cmd := exec.Command(binary, append([]string{args[0], "--config", cfg}, args[1:]...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + w.db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + w.url}
-	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE", "GOGC", "GOMEMLIMIT", "GODEBUG", "RECONCILER_LOG_LEVEL"} {
+	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE", "RECONCILER_TRACE", "GOGC", "GOMEMLIMIT", "GODEBUG", "RECONCILER_LOG_LEVEL"} {
 		if v := os.Getenv(k); v != "" {
 			cmd.Env = append(cmd.Env, k+"="+v) // profiles of the binary (internal/profiling)
 		}

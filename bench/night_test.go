@@ -10,8 +10,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/internal/webhooksim"
@@ -68,6 +71,11 @@ func BenchmarkMonth(b *testing.B) {
 			b.ReportMetric(m.rss, "peakRSS_MiB")
 			b.ReportMetric(m.events, "events")
 			b.ReportMetric(m.wall.Seconds(), "wall_s")
+			b.ReportMetric(m.cpu.Seconds(), "job_cpu_s")
+			b.ReportMetric(m.fakeCPU.Seconds(), "fake_cpu_s")
+			if m.pgCPU > 0 {
+				b.ReportMetric(m.pgCPU.Seconds(), "pg_cpu_s")
+			}
 		})
 	}
 }
@@ -75,6 +83,7 @@ func BenchmarkMonth(b *testing.B) {
 // month is one measured run of the month.
 type month struct {
 	wall, cpu        time.Duration
+	fakeCPU, pgCPU   time.Duration // the benchmark process (the fake) and PostgreSQL's, over the run
 	events, requests float64
 	needed, rss      float64
 }
@@ -116,13 +125,22 @@ func runMonth(b *testing.B, payments, missed int, rerun bool) month {
 	if rerun {
 		w.exec(b, 1000, args...)
 	}
+	pg := pgCPU(b, w.db.URL)
+	fake0 := selfCPU(b)
 	so, se, wall, cpu := w.execCPU(b, 1000, args...)
+	fakeCPU := selfCPU(b) - fake0
+	if pg != nil {
+		pg = append(pg, pgCPU(b, w.db.URL)...)
+	}
 	var rep report.Report
 	if err := json.Unmarshal(so, &rep); err != nil {
 		b.Fatalf("%v: %s", err, se)
 	}
 	r := rep.Runs[0]
-	m := month{wall: wall, cpu: cpu, events: float64(r.EventsRead), requests: float64(r.APIRequests), rss: peakRSS(se)}
+	m := month{wall: wall, cpu: cpu, fakeCPU: fakeCPU, events: float64(r.EventsRead), requests: float64(r.APIRequests), rss: peakRSS(se)}
+	if len(pg) == 2 {
+		m.pgCPU = pg[1] - pg[0]
+	}
 	m.needed = float64(neededRequests(b, w.url, since, w.now))
 	_ = fake
 	return m
@@ -229,4 +247,74 @@ func splitLines(b []byte) [][]byte {
 		b = b[i:]
 	}
 	return out
+}
+
+// selfCPU is this process's CPU time so far (user+system): while the
+// binary runs, the benchmark process only serves the fake's pages.
+func selfCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pgCPU is the CPU time PostgreSQL's processes have used so far: the
+// postmaster's own and its reaped children's, and every live child's, read
+// from /proc. It is nil when the server is not a process of this machine
+// that /proc shows (a remote DATABASE_URL).
+func pgCPU(b *testing.B, dsn string) []time.Duration {
+	b.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		return nil
+	}
+	var pid int
+	err = conn.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&pid)
+	_ = conn.Close(context.Background())
+	if err != nil {
+		return nil
+	}
+	self, ok := procStat(pid)
+	if !ok {
+		return nil
+	}
+	postmaster := self[1] // ppid
+	pm, ok := procStat(postmaster)
+	if !ok {
+		return nil
+	}
+	ticks := pm[11] + pm[12] + pm[13] + pm[14] // utime stime cutime cstime
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == postmaster {
+			continue
+		}
+		if f, ok := procStat(pid); ok && f[1] == postmaster {
+			ticks += f[11] + f[12]
+		}
+	}
+	return []time.Duration{time.Duration(ticks) * time.Second / 100} // USER_HZ
+}
+
+// procStat is /proc/pid/stat's fields after the command, as numbers
+// (f[0] the state, f[1] the parent's pid, f[11] utime, f[12] stime, ...).
+func procStat(pid int) ([]int, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, false
+	}
+	var out []int
+	for _, f := range strings.Fields(s[i+1:]) {
+		n, _ := strconv.Atoi(f)
+		out = append(out, n)
+	}
+	return out, len(out) > 14
 }

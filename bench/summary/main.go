@@ -115,6 +115,7 @@ func main() {
 		}
 		fmt.Printf("| %s | %s %g | %.4g | %d | %s |\n", t.what, op, t.bound, m, len(vs), mark)
 	}
+	budget(res, order)
 	fmt.Println()
 	fmt.Println("Every benchmark's medians:")
 	for _, name := range order {
@@ -128,5 +129,35 @@ func main() {
 			parts = append(parts, fmt.Sprintf("%.4g %s", median(res[name][u]), u))
 		}
 		fmt.Printf("  %s: %s\n", name, strings.Join(parts, ", "))
+	}
+}
+
+// budget prints, for each case of the month that reported them, where the
+// machine's CPU went (the job, PostgreSQL, the fake serving the pages)
+// beside what 20,000 events/s allows on 2 cores: the CPU-seconds of the
+// whole machine over the wall time that target gives the case's events.
+func budget(res map[string]metrics, order []string) {
+	var rows []string
+	for _, name := range order {
+		m := res[name]
+		if len(m["pg_cpu_s"]) == 0 || len(m["events"]) == 0 {
+			continue
+		}
+		job, pg, fake := median(m["job_cpu_s"]), median(m["pg_cpu_s"]), median(m["fake_cpu_s"])
+		wall, events := median(m["wall_s"]), median(m["events"])
+		allowed := 2 * events / 20000
+		rows = append(rows, fmt.Sprintf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f%% | %.2f |",
+			strings.TrimPrefix(name, "BenchmarkMonth/"), wall, job, pg, fake, job+pg+fake, 100*(job+pg+fake)/(2*wall), allowed))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Println()
+	fmt.Println("Where the 2 cores went (CPU-seconds, medians), against what 20,000 events/s allows:")
+	fmt.Println()
+	fmt.Println("| month | wall s | job | PostgreSQL | fake | all | of 2 cores | 20k events/s allows |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Println(r)
 	}
 }

@@ -1,6 +1,7 @@
 // Package profiling is the binary's own profiles and peak memory, for the
 // benchmarks: $RECONCILER_CPUPROFILE, $RECONCILER_MEMPROFILE (and its
-// .peak), and the peak resident set the run logs.
+// .peak), an execution trace to $RECONCILER_TRACE, and the peak resident
+// set the run logs.
 package profiling
 
 import (
@@ -8,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 )
@@ -15,13 +17,19 @@ import (
 // Start writes a CPU profile to $RECONCILER_CPUPROFILE and a heap
 // profile to $RECONCILER_MEMPROFILE (the allocations of the whole command,
 // written at its end) when they are set, and with the latter the live heap
-// at its largest (sampled every 250 ms) to $RECONCILER_MEMPROFILE.peak; the
-// benchmarks use them.
+// at its largest (sampled every 250 ms) to $RECONCILER_MEMPROFILE.peak,
+// and an execution trace to $RECONCILER_TRACE (where the run waits: `go
+// tool trace -pprof=net`); the benchmarks use them.
 func Start(getenv func(string) string) (stop func()) {
-	var cpu *os.File
+	var cpu, tr *os.File
 	if p := getenv("RECONCILER_CPUPROFILE"); p != "" {
 		if f, err := os.Create(p); err == nil && pprof.StartCPUProfile(f) == nil {
 			cpu = f
+		}
+	}
+	if p := getenv("RECONCILER_TRACE"); p != "" {
+		if f, err := os.Create(p); err == nil && trace.Start(f) == nil {
+			tr = f
 		}
 	}
 	done := make(chan struct{})
@@ -30,6 +38,10 @@ func Start(getenv func(string) string) (stop func()) {
 	}
 	return func() {
 		close(done)
+		if tr != nil {
+			trace.Stop()
+			_ = tr.Close()
+		}
 		if cpu != nil {
 			pprof.StopCPUProfile()
 			_ = cpu.Close()
