@@ -33,6 +33,9 @@ func TestSQLWritesTheApplicationsNames(t *testing.T) {
 	require.Equal(t, `UPDATE app.orders p SET state = 'paid', "Total" = 1 WHERE p.ext_id = ? AND NULL IS NULL`,
 		m.SQL(`UPDATE {payments} p SET {state} = {'captured'}, {amount} = 1 WHERE {p.provider_id} = ? AND {p.settled_at|NULL} IS NULL[[settled_at:, x]]`))
 	require.Panics(t, func() { m.SQL(`SELECT {settled_at} FROM {payments}`) }, "an absent column without |NULL is the caller's bug")
+	require.Equal(t, `SELECT {nope}, p.state FROM payments p WHERE x`, d.SQL(`SELECT {nope}, {p.state} FROM {payments} p WHERE x[[nope:, y]]`),
+		"a brace that names nothing of ours stays as written, as does the text around every match")
+	require.Equal(t, `SELECT 1`, d.SQL(`SELECT 1`))
 	require.Equal(t, `"order"`, models.QuoteIdent("order"))
 	require.Equal(t, `"a""b"`, models.QuoteIdent(`a"b`))
 	require.Equal(t, []string{"payments.settled_at"}, m.Absent()[:1])
