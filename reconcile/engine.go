@@ -719,11 +719,7 @@ func (e *engine) stream(ctx context.Context, w window) error {
 		case <-rctx.Done():
 			return context.Cause(rctx)
 		}
-		// The next batch is about the size of this one: room for it up
-		// front, not grown by doubling (a sixth of a rerun's allocations).
-		nc, ne, ni := len(pending.Changes), len(pending.Events), len(ids)
-		pending = Page{listed: pending.listed, Changes: make([]Change, 0, nc+nc/8), Events: make([]Event, 0, ne+ne/8)}
-		ids = make(map[string]bool, ni)
+		pending, ids = pending.Next(), make(map[string]bool, len(ids))
 		return rctx.Err()
 	}
 	add := func(p Page) error {

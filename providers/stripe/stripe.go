@@ -305,10 +305,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			return nil
 		}
 		err := fn(page)
-		// Room for a page like this one (pages of changes grew by doubling:
-		// a tenth of a rerun's allocations).
-		nc, ne := len(page.Changes), len(page.Events)
-		page = reconcile.Page{Changes: make([]reconcile.Change, 0, nc+nc/8), Events: make([]reconcile.Event, 0, ne)}
+		page = page.Next()
 		return err
 	}
 	add := func(ev *leanEvent) error {
