@@ -47,6 +47,25 @@ func TestSQLWritesTheApplicationsNames(t *testing.T) {
 	require.ErrorContains(t, err, `state "on_hold" in app.orders.state is not mapped`)
 }
 
+// TestSQLIsBuiltPerSchema holds the statement cache to the schema a
+// statement is for: one template written alternately for two schemas, and
+// for a schema whose maps changed after its first statement, reads as
+// each schema names it.
+func TestSQLIsBuiltPerSchema(t *testing.T) {
+	const tmpl = `SELECT {p.state}, {'captured'} FROM {payments} p[[settled_at:, {settled_at}]]`
+	d, m := models.DefaultAppSchema(), mapped()
+	for range 2 {
+		require.Equal(t, `SELECT p.state, 'captured' FROM payments p, settled_at`, d.SQL(tmpl))
+		require.Equal(t, `SELECT p.state, 'paid' FROM app.orders p`, m.SQL(tmpl))
+	}
+	m.States[models.StateCaptured] = "taken"
+	m.Payments.Columns["state"] = "status"
+	require.Equal(t, `SELECT p.status, 'taken' FROM app.orders p`, m.SQL(tmpl), "the cache keeps a copy of the schema it was built for")
+	d.Own = "elsewhere"
+	d.Payments.Columns["settled_at"] = ""
+	require.Equal(t, `SELECT p.state, 'captured' FROM payments p`, d.SQL(tmpl))
+}
+
 func TestValidateNamesTheKey(t *testing.T) {
 	m := mapped()
 	m.States[models.StateSettled] = "paid"
