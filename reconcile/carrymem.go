@@ -3,18 +3,19 @@ package reconcile
 import (
 	"maps"
 	"math"
-	"runtime/debug"
 	"slices"
+
+	"github.com/reconciler/reconciler/internal/memlimit"
 )
 
 // DefaultCarryMemory is how many bytes of packed carried state a run keeps
 // in memory before it spills the oldest to the carry table: a ninth of the
-// process's soft memory limit (the binary sets 56 MiB unless GOMEMLIMIT
-// says otherwise: 6.2 MiB, about 12,000 payments; a million events then
-// peaked at 100 MiB with 8 MiB), between 1 and 256 MiB, or 16 MiB with no
-// limit.
+// soft memory limit's share of one run (memlimit.RunShare: the binary sets
+// 56 MiB a run unless GOMEMLIMIT says otherwise: 6.2 MiB, about 12,000
+// payments; a million events then peaked at 100 MiB with 8 MiB), between 1
+// and 256 MiB, or 16 MiB with no limit.
 func DefaultCarryMemory() int {
-	limit := debug.SetMemoryLimit(-1) // reads the limit
+	limit := memlimit.RunShare()
 	if limit == math.MaxInt64 {
 		return 16 << 20
 	}

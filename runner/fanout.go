@@ -22,6 +22,7 @@ import (
 
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/internal/memlimit"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/reconcile"
@@ -215,9 +216,17 @@ func (s *Service) RunAll(ctx context.Context, fl Fleet, req Request) Batch {
 }
 
 // sizePool makes room in the database pool for concurrent runs (see
-// dbopen.RoomForRuns).
+// dbopen.RoomForRuns), and in the process's soft memory limit
+// (memlimit.ForRuns).
 func (s *Service) sizePool(workers int) {
-	if workers < 2 || s.DB == nil {
+	if workers < 2 {
+		return
+	}
+	if limit, raised := memlimit.ForRuns(workers); raised {
+		s.logger().Info("soft memory limit raised for concurrent runs (each keeps one run's room)",
+			"limit_mib", limit>>20, "concurrency", workers)
+	}
+	if s.DB == nil {
 		return
 	}
 	configured := s.Config.Database.MaxOpenConns

@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	_ "time/tzdata" // the container has no zoneinfo; CRON_TZ and serve.time_zone need it
 
@@ -22,6 +21,7 @@ import (
 	"github.com/reconciler/reconciler/internal/buildinfo"
 	"github.com/reconciler/reconciler/internal/cli"
 	"github.com/reconciler/reconciler/internal/logging"
+	"github.com/reconciler/reconciler/internal/memlimit"
 	"github.com/reconciler/reconciler/internal/profiling"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/runner"
@@ -54,20 +54,9 @@ func doc(name string) cli.Doc { return cli.MustDoc(helpFiles, "help/"+name+".txt
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	if os.Getenv("GOMEMLIMIT") == "" {
-		// A soft limit keeps the garbage collector from letting the heap
-		// double past its live size (about 13 MiB on a night, more with a
-		// payout's pages in flight), so the process fits a small pod: peak
-		// RSS at a million events was 98–100 MiB under 64 MiB, 91 under 56
-		// (issue 16). GOMEMLIMIT overrides.
-		debug.SetMemoryLimit(56 << 20)
-		if os.Getenv("GOGC") == "" {
-			// At the default GOGC the collector ran at every 13 MiB
-			// allocated, a fifth of the job's CPU on a rerun; the soft
-			// limit, not GOGC, bounds the heap. GOGC overrides.
-			debug.SetGCPercent(200)
-		}
-	}
+	// The soft memory limit (internal/memlimit): 56 MiB, more for several
+	// runs at once; GOMEMLIMIT and GOGC override.
+	memlimit.Set(os.Getenv)
 	stopProfiles := profiling.Start(os.Getenv)
 	code := Main(ctx, os.Args[1:], os.Stdout, logging.NewTerminal(os.Stderr), os.Getenv)
 	stopProfiles()

@@ -1,0 +1,90 @@
+// Package memlimit is the process's soft memory limit (runtime/debug's):
+// the binary sets one so that a run fits a small pod, and raises it when
+// several runs share the process, so that each keeps the room one run has.
+package memlimit
+
+import (
+	"math"
+	"runtime/debug"
+	"sync"
+)
+
+const (
+	// Base is the soft limit of a process running one run at a time: the
+	// garbage collector keeps the heap near its live size instead of
+	// letting it double (peak RSS at a million events 98–100 MiB under 64
+	// MiB, 91 under 56; issue 16).
+	Base = 56 << 20
+	// PerRun is what each further run at once adds. Two runs at once under
+	// Base alone collected 157–165 times where one collected 61, and the
+	// job's CPU doubled for the same work; at Base+PerRun, 46–47 times
+	// (issue 16, docs/benchmarks.md).
+	PerRun = 24 << 20
+)
+
+var (
+	mu    sync.Mutex
+	owned bool  // the limit is the process's own (GOMEMLIMIT unset)
+	sized int64 // the limit it set last
+	runs  = 1   // the most runs at once it was sized for
+)
+
+// Set gives the process the soft limit Base, and GOGC 200, unless
+// GOMEMLIMIT (and GOGC) say otherwise. At the default GOGC the collector
+// ran at every 13 MiB allocated, a fifth of the job's CPU on a rerun; the
+// soft limit, not GOGC, bounds the heap.
+func Set(getenv func(string) string) {
+	if getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	debug.SetMemoryLimit(Base)
+	owned, sized = true, Base
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(200)
+	}
+}
+
+// ForRuns makes room for n runs at once: a limit the process set itself
+// grows to Base plus PerRun for each run past the first, and never
+// shrinks (the largest fan-out decides). A limit from GOMEMLIMIT is the
+// operator's and stays; each run then counts on its share (RunShare).
+// It returns the limit and whether it raised it.
+func ForRuns(n int) (int64, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	runs = max(runs, n)
+	cur := debug.SetMemoryLimit(-1)
+	want := int64(Base) + int64(runs-1)*PerRun
+	if !owned || cur != sized || want <= cur {
+		// Not ours, or set meanwhile by someone else (the demo's own).
+		return cur, false
+	}
+	debug.SetMemoryLimit(want)
+	sized = want
+	return want, true
+}
+
+// RunShare is the memory one run can count on: Base under the process's
+// own limit, else the limit over the runs at once it was sized for;
+// math.MaxInt64 with no limit.
+func RunShare() int64 {
+	mu.Lock()
+	defer mu.Unlock()
+	limit := debug.SetMemoryLimit(-1)
+	switch {
+	case limit == math.MaxInt64:
+		return limit
+	case owned && limit == sized:
+		return Base
+	}
+	return limit / int64(runs)
+}
+
+// reset forgets what Set and ForRuns did (tests).
+func reset() {
+	mu.Lock()
+	defer mu.Unlock()
+	owned, sized, runs = false, 0, 1
+}
