@@ -5,7 +5,10 @@ package memlimit
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -47,16 +50,17 @@ func Set(getenv func(string) string) {
 }
 
 // ForRuns makes room for n runs at once: a limit the process set itself
-// grows to Base plus PerRun for each run past the first, and never
-// shrinks (the largest fan-out decides). A limit from GOMEMLIMIT is the
-// operator's and stays; each run then counts on its share (RunShare).
-// It returns the limit and whether it raised it.
+// grows to Base plus PerRun for each run past the first, up to three
+// quarters of the container's memory limit (cgroup v2's memory.max, when
+// there is one), and never shrinks (the largest fan-out decides). A limit
+// from GOMEMLIMIT is the operator's and stays; each run then counts on its
+// share (RunShare). It returns the limit and whether it raised it.
 func ForRuns(n int) (int64, bool) {
 	mu.Lock()
 	defer mu.Unlock()
 	runs = max(runs, n)
 	cur := debug.SetMemoryLimit(-1)
-	want := int64(Base) + int64(runs-1)*PerRun
+	want := min(int64(Base)+int64(runs-1)*PerRun, containerCeiling())
 	if !owned || cur != sized || want <= cur {
 		// Not ours, or set meanwhile by someone else (the demo's own).
 		return cur, false
@@ -64,6 +68,24 @@ func ForRuns(n int) (int64, bool) {
 	debug.SetMemoryLimit(want)
 	sized = want
 	return want, true
+}
+
+// memoryMax is where cgroup v2 puts the container's memory limit.
+var memoryMax = "/sys/fs/cgroup/memory.max"
+
+// containerCeiling is three quarters of the container's memory limit, or
+// math.MaxInt64 with none ("max", or no cgroup v2): the soft limit stays
+// well inside what the kernel would kill the process at.
+func containerCeiling() int64 {
+	b, err := os.ReadFile(memoryMax)
+	if err != nil {
+		return math.MaxInt64
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 {
+		return math.MaxInt64
+	}
+	return n / 4 * 3
 }
 
 // RunShare is the memory one run can count on: Base under the process's

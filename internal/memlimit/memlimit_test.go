@@ -2,14 +2,19 @@ package memlimit
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"testing"
 )
 
 func keep(t *testing.T) {
+	path := memoryMax
+	memoryMax = filepath.Join(t.TempDir(), "memory.max") // absent: no container limit
 	limit, gc := debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
 	debug.SetGCPercent(gc)
 	t.Cleanup(func() {
+		memoryMax = path
 		debug.SetMemoryLimit(limit)
 		debug.SetGCPercent(gc)
 		reset()
@@ -77,5 +82,25 @@ func TestLimitSetElsewhereStays(t *testing.T) {
 	debug.SetMemoryLimit(math.MaxInt64)
 	if got := RunShare(); got != math.MaxInt64 {
 		t.Fatalf("no limit: share %d", got)
+	}
+}
+
+func TestContainerLimitCapsTheGrowth(t *testing.T) {
+	keep(t)
+	if err := os.WriteFile(memoryMax, []byte("268435456\n"), 0o600); err != nil { // the manifests' 256Mi
+		t.Fatal(err)
+	}
+	Set(env())
+	if l, raised := ForRuns(4); !raised || l != Base+3*PerRun {
+		t.Fatalf("four runs in 256 MiB: %d %v", l, raised)
+	}
+	if l, _ := ForRuns(64); l != 192<<20 {
+		t.Fatalf("64 runs in 256 MiB: %d MiB, want three quarters of the container's, 192", l>>20)
+	}
+	if err := os.WriteFile(memoryMax, []byte("max\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := containerCeiling(); got != math.MaxInt64 {
+		t.Fatalf(`"max" is no limit: %d`, got)
 	}
 }
