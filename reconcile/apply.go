@@ -31,8 +31,11 @@ type applier interface {
 	// loadCarry returns what the run carries about ids (those it marked
 	// carried).
 	loadCarry(ctx context.Context, tx store.Tx, ids []string) (map[string]*carried, error)
-	// saveCarry records the batch's carried state (nil: forget the payment).
-	saveCarry(ctx context.Context, tx store.Tx, next, prev map[string]*carried) error
+	// packCarry takes the batch's carried state (nil: forget the payment)
+	// and plans what of it the transaction records; it sends nothing.
+	packCarry(next, prev map[string]*carried)
+	// saveCarry records what packCarry planned in the batch's transaction.
+	saveCarry(ctx context.Context, tx store.Tx) error
 	// committed is called once the batch's transaction committed.
 	committed(b *batch)
 	// state is the state the run sees for a row the database holds in st.
@@ -290,10 +293,10 @@ func (a *sqlApplier) loadCarry(ctx context.Context, tx store.Tx, ids []string) (
 	return out, nil
 }
 
-// saveCarry keeps the batch's carried state in memory, packed, and spills
-// what does not fit the budget to the carry table in the batch's
-// transaction. Memory changes only once the batch committed.
-func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx, next, prev map[string]*carried) error {
+// packCarry packs the batch's carried state for memory and plans what
+// does not fit the budget, which saveCarry spills to the carry table in the
+// batch's transaction. Memory changes only once the batch committed.
+func (a *sqlApplier) packCarry(next, prev map[string]*carried) {
 	put := make(map[string][]byte, len(next))
 	for id, cr := range next {
 		switch {
@@ -305,8 +308,12 @@ func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx, next, prev map[
 			put[id] = nil // forgotten; a spilled row of it is stale now
 		}
 	}
-	evict := a.mem.plan(put)
-	a.pending = carryChange{put: put, evict: evict}
+	a.pending = carryChange{put: put, evict: a.mem.plan(put), next: next}
+}
+
+// saveCarry spills what packCarry found beyond the budget.
+func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx) error {
+	evict, next := a.pending.evict, a.pending.next
 	// Spilled a chunk at a time, each encoded just before it is sent: a
 	// batch that spilled thousands of payments at once held their JSON
 	// four times over (the rows, the argument, pgx's copy and its message)
@@ -416,9 +423,10 @@ func (a *dryApplier) loadCarry(_ context.Context, _ store.Tx, ids []string) (map
 	return out, nil
 }
 
-func (a *dryApplier) saveCarry(context.Context, store.Tx, map[string]*carried, map[string]*carried) error {
-	return nil // kept in memory once the batch committed
-}
+// packCarry keeps nothing: the dry applier carries in memory once the batch
+// committed.
+func (a *dryApplier) packCarry(map[string]*carried, map[string]*carried) {}
+func (a *dryApplier) saveCarry(context.Context, store.Tx) error          { return nil }
 
 func (a *dryApplier) committed(b *batch) {
 	for id, cr := range b.next {

@@ -159,7 +159,12 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	b.next = make(map[string]*carried, len(b.order))
 	var items, replace []store.Item
 	var rewrite []string // payments whose earlier items this batch deletes
-	recon := map[string]store.Event{}
+	// The events' insert, the batch's largest statement whenever webhooks
+	// were missed, is sent first and runs in PostgreSQL while the job
+	// classifies the batch and packs what it carries (nothing of which
+	// touches the transaction); the rest waits for it. Every return below
+	// waits for it first: the transaction is not the job's again before.
+	inserted := e.insertEvents(ctx, tx, b)
 	for _, id := range b.order {
 		o, pl, prev := b.out[id], b.plans[id], b.prev[id]
 		cr := &carried{before: b.befores[id], facts: b.byID[id], applied: o.applied, inserted: o.inserted}
@@ -227,9 +232,58 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 		} else {
 			b.next[id] = nil
 		}
-		// Changes found without an event get a deterministic event,
-		// recorded only when it justified a transition.
-		for _, s := range o.applied {
+	}
+	examined, drifted := int64(len(e.seen)), e.drifted
+	for _, id := range b.order {
+		if _, ok := e.seen[IDHash(id)]; !ok {
+			examined++
+		}
+		if prev := b.prev[id]; prev != nil && prev.drifted {
+			drifted--
+		}
+		if cr := b.next[id]; cr != nil && cr.drifted {
+			drifted++
+		}
+	}
+	c.Examined, c.InSync = examined, examined-drifted
+	e.ap.packCarry(b.next, b.prev)
+	var err error
+	if c.Synthetic, err = inserted(); err != nil {
+		return err
+	}
+	if err := tx.DeleteItems(ctx, e.run.ID, e.provider, rewrite); err != nil {
+		return err
+	}
+	if err := tx.InsertItems(ctx, e.run.ID, e.provider, items); err != nil {
+		return err
+	}
+	if err := tx.ReplaceItems(ctx, e.run.ID, e.provider, replace); err != nil {
+		return err
+	}
+	if err := e.ap.saveCarry(ctx, tx); err != nil {
+		return err
+	}
+	cursor := b.page.Cursor
+	if e.o.delivers() {
+		// No resume point: the rows do not hold what the batches decided,
+		// so a run resuming after this one's cursor would lose the facts
+		// before it.
+		cursor = ""
+	}
+	return tx.AddCounts(ctx, e.run.ID, store.Progress{Counts: *c, APIRequests: e.o.Provider.Requests(),
+		Cursor: cursor, CursorAt: b.page.CursorAt})
+}
+
+// insertEvents sends the batch's events to the applier from a goroutine of
+// its own and returns what waits for it: how many webhook_events lacked.
+// The page's events are inserted with the changes found without an event
+// (paths 2 and 3), each recorded only when it justified a transition of
+// this batch (DESIGN section 5: in the same transaction). Until the wait
+// returns, the caller sends nothing on tx.
+func (e *engine) insertEvents(ctx context.Context, tx store.Tx, b *batch) func() (int64, error) {
+	recon := map[string]store.Event{}
+	for _, id := range b.order {
+		for _, s := range b.out[id].applied {
 			for _, ch := range b.byID[id] {
 				if ch.EventID == s.EventID && ch.Payload != nil {
 					recon[ch.EventID] = store.Event{EventID: ch.EventID, EventType: ch.EventType, Payload: ch.Payload}
@@ -248,44 +302,20 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	for _, id := range slices.Sorted(maps.Keys(recon)) {
 		evs = append(evs, recon[id])
 	}
+	if len(evs) == 0 {
+		return func() (int64, error) { return 0, nil }
+	}
+	var n int64
 	var err error
-	if c.Synthetic, err = e.ap.events(ctx, tx, evs); err != nil {
-		return err
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n, err = e.ap.events(ctx, tx, evs)
+	}()
+	return func() (int64, error) {
+		<-done
+		return n, err
 	}
-	if err := tx.DeleteItems(ctx, e.run.ID, e.provider, rewrite); err != nil {
-		return err
-	}
-	if err := tx.InsertItems(ctx, e.run.ID, e.provider, items); err != nil {
-		return err
-	}
-	if err := tx.ReplaceItems(ctx, e.run.ID, e.provider, replace); err != nil {
-		return err
-	}
-	examined, drifted := int64(len(e.seen)), e.drifted
-	for _, id := range b.order {
-		if _, ok := e.seen[IDHash(id)]; !ok {
-			examined++
-		}
-		if prev := b.prev[id]; prev != nil && prev.drifted {
-			drifted--
-		}
-		if cr := b.next[id]; cr != nil && cr.drifted {
-			drifted++
-		}
-	}
-	c.Examined, c.InSync = examined, examined-drifted
-	if err := e.ap.saveCarry(ctx, tx, b.next, b.prev); err != nil {
-		return err
-	}
-	cursor := b.page.Cursor
-	if e.o.delivers() {
-		// No resume point: the rows do not hold what the batches decided,
-		// so a run resuming after this one's cursor would lose the facts
-		// before it.
-		cursor = ""
-	}
-	return tx.AddCounts(ctx, e.run.ID, store.Progress{Counts: *c, APIRequests: e.o.Provider.Requests(),
-		Cursor: cursor, CursorAt: b.page.CursorAt})
 }
 
 // committed updates what the run holds in memory once a batch committed:

@@ -295,6 +295,15 @@ func TestRefreshStats(t *testing.T) {
 	var tuples float64
 	require.NoError(t, db.Raw(`SELECT reltuples FROM pg_class WHERE oid = to_regclass(?)`, payments).Scan(&tuples).Error)
 	require.InDelta(t, 12_100, tuples, 1, "the planner now knows the table's size")
+	// The small sample: a histogram of at most 11 bounds (statistics target
+	// 10), and the ids known unique.
+	var bounds int
+	var distinct float64
+	require.NoError(t, db.Raw(`SELECT coalesce(array_length(histogram_bounds, 1), 0), n_distinct FROM pg_stats
+		WHERE schemaname = current_schema() AND tablename = 'payments' AND attname = 'provider_id'`).Row().Scan(&bounds, &distinct))
+	require.Positive(t, bounds)
+	require.LessOrEqual(t, bounds, 11, "RefreshStats samples at statistics target 10")
+	require.Equal(t, -1.0, distinct, "provider_id is unique")
 
 	insert(12_100, 12_000)
 	done, err = st.RefreshStats(ctx)
