@@ -299,8 +299,9 @@ func TestRefreshStats(t *testing.T) {
 	// 10), and the ids known unique.
 	var bounds int
 	var distinct float64
-	require.NoError(t, db.Raw(`SELECT coalesce(array_length(histogram_bounds, 1), 0), n_distinct FROM pg_stats
-		WHERE schemaname = current_schema() AND tablename = 'payments' AND attname = 'provider_id'`).Row().Scan(&bounds, &distinct))
+	require.NoError(t, db.Raw(`SELECT coalesce(array_length(s.histogram_bounds, 1), 0), s.n_distinct
+		FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
+		WHERE c.oid = to_regclass(?) AND quote_ident(s.attname) = ?`, payments, st.AppSchema().SQL(`{provider_id}`)).Row().Scan(&bounds, &distinct))
 	require.Positive(t, bounds)
 	require.LessOrEqual(t, bounds, 11, "RefreshStats samples at statistics target 10")
 	require.Equal(t, -1.0, distinct, "provider_id is unique")
