@@ -585,10 +585,9 @@ func (s *Store) RefreshStats(ctx context.Context) ([]string, error) {
 		// ANALYZE waits for a VACUUM or an index build on the table; the
 		// run between its batches does not wait long for statistics.
 		if err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := tx.Exec(`SET LOCAL lock_timeout = '2s'`).Error; err != nil {
-				return err
-			}
-			if err := tx.Exec(`SET LOCAL default_statistics_target = ` + strconv.Itoa(refreshStatsTarget)).Error; err != nil {
+			// Both settings in one statement (SET LOCAL, one a statement).
+			if err := tx.Exec(`SELECT set_config('lock_timeout', '2s', true), set_config('default_statistics_target', ?, true)`,
+				strconv.Itoa(refreshStatsTarget)).Error; err != nil {
 				return err
 			}
 			return tx.Exec(`ANALYZE ` + table + ` (` + cols + `)`).Error
