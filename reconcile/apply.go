@@ -141,11 +141,20 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		}
 	}
 	applied := map[string][]Step{}
-	// touched are the payments a statement of this batch may have changed:
-	// only they are read again afterwards; the others are as loaded, and
-	// the rows the insert created as it returned them (no later statement
-	// of the batch touches those).
+	// touched are the payments a statement of this batch may have changed;
+	// changed holds each row a statement did change as the last such
+	// statement returned it (the transaction holds its lock: no one else
+	// moves it before the commit). Only the rows touched and not changed
+	// are read again afterwards (a webhook may have moved them); the others
+	// are as loaded, and the rows the insert created as it returned them
+	// (no later statement of the batch touches those).
 	touched := make(map[string]bool, len(inserts))
+	changed := map[string]store.Payment{}
+	keep := func(rows []store.Payment) {
+		for _, r := range rows {
+			changed[r.ProviderID] = r
+		}
+	}
 	for _, r := range inserts {
 		if !inserted[r.ProviderID] {
 			touched[r.ProviderID] = true
@@ -169,9 +178,10 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		if err != nil {
 			return nil, 0, err
 		}
-		for _, id := range moved {
-			applied[id] = append(applied[id], todo[id][round])
+		for _, r := range moved {
+			applied[r.ProviderID] = append(applied[r.ProviderID], todo[r.ProviderID][round])
 		}
+		keep(moved)
 	}
 	var refunds []store.Refund
 	var settles []store.Settlement
@@ -200,19 +210,24 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 			touched[id] = true
 		}
 	}
-	if err := tx.RaiseRefunds(ctx, a.provider, refunds); err != nil {
-		return nil, 0, err
-	}
-	settled, err := tx.RecordSettlements(ctx, a.provider, settles)
+	raised, err := tx.RaiseRefunds(ctx, a.provider, refunds)
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := tx.RecordCaptured(ctx, a.provider, captures); err != nil {
+	keep(raised)
+	settledRows, err := tx.RecordSettlements(ctx, a.provider, settles)
+	if err != nil {
 		return nil, 0, err
 	}
+	keep(settledRows)
+	capturedRows, err := tx.RecordCaptured(ctx, a.provider, captures)
+	if err != nil {
+		return nil, 0, err
+	}
+	keep(capturedRows)
 	var again []string
 	for _, id := range b.order {
-		if touched[id] {
+		if _, ok := changed[id]; touched[id] && !ok {
 			again = append(again, id)
 		}
 	}
@@ -220,9 +235,13 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 	if err != nil {
 		return nil, 0, err
 	}
+	for id, r := range changed {
+		after[id] = localOf(r)
+	}
 	for _, r := range created {
 		after[r.ProviderID] = localOf(r)
 	}
+	settled := int64(len(settledRows))
 	out := make(map[string]outcome, len(b.order))
 	for _, id := range b.order {
 		o := outcome{after: b.rows[id], applied: applied[id], inserted: inserted[id]}

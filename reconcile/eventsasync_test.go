@@ -81,22 +81,22 @@ func (t *soloTx) InsertPayments(ctx context.Context, provider, account string, r
 	return t.Tx.InsertPayments(ctx, provider, account, rows)
 }
 
-func (t *soloTx) ApplySteps(ctx context.Context, provider string, steps []store.Step) ([]string, error) {
+func (t *soloTx) ApplySteps(ctx context.Context, provider string, steps []store.Step) ([]store.Payment, error) {
 	t.other()
 	return t.Tx.ApplySteps(ctx, provider, steps)
 }
 
-func (t *soloTx) RaiseRefunds(ctx context.Context, provider string, rows []store.Refund) error {
+func (t *soloTx) RaiseRefunds(ctx context.Context, provider string, rows []store.Refund) ([]store.Payment, error) {
 	t.other()
 	return t.Tx.RaiseRefunds(ctx, provider, rows)
 }
 
-func (t *soloTx) RecordSettlements(ctx context.Context, provider string, rows []store.Settlement) (int64, error) {
+func (t *soloTx) RecordSettlements(ctx context.Context, provider string, rows []store.Settlement) ([]store.Payment, error) {
 	t.other()
 	return t.Tx.RecordSettlements(ctx, provider, rows)
 }
 
-func (t *soloTx) RecordCaptured(ctx context.Context, provider string, rows []store.Capture) error {
+func (t *soloTx) RecordCaptured(ctx context.Context, provider string, rows []store.Capture) ([]store.Payment, error) {
 	t.other()
 	return t.Tx.RecordCaptured(ctx, provider, rows)
 }

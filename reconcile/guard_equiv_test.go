@@ -213,13 +213,13 @@ func equivRun(t *testing.T, db *gorm.DB, seed uint64, n int) {
 		movedEngine := map[string]bool{}
 		if err := st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 			moved, err := tx.ApplySteps(ctx, "stripe", steps)
-			for _, id := range moved {
-				movedEngine[id] = true
+			for _, r := range moved {
+				movedEngine[r.ProviderID] = true
 			}
 			if err != nil {
 				return err
 			}
-			if err := tx.RaiseRefunds(ctx, "stripe", refunds); err != nil {
+			if _, err := tx.RaiseRefunds(ctx, "stripe", refunds); err != nil {
 				return err
 			}
 			_, err = tx.RecordSettlements(ctx, "stripe", settles)

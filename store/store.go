@@ -137,17 +137,25 @@ type Tx interface {
 	// ApplySteps moves each payment one step under the guard: only from an
 	// allowed predecessor of the step's state (models.Predecessors), and
 	// never to an earlier provider time except settled → refunded or
-	// chargeback (models.TimeExempt). It returns the ids that moved.
-	ApplySteps(ctx context.Context, provider string, steps []Step) ([]string, error)
+	// chargeback (models.TimeExempt). It returns the rows that moved, as
+	// they are after the statement (what LoadPayments reads then).
+	ApplySteps(ctx context.Context, provider string, steps []Step) ([]Payment, error)
 	// RaiseRefunds raises amount_refunded, never lowering it and never on a
-	// canceled row.
-	RaiseRefunds(ctx context.Context, provider string, rows []Refund) error
+	// canceled row. It returns the rows it raised, as they are after.
+	RaiseRefunds(ctx context.Context, provider string, rows []Refund) ([]Payment, error)
 	// RecordSettlements records the payout that paid each payment out,
 	// whatever its state: settled_at when empty, and a payout id the row
-	// lacks or a later payout's. It returns how many rows it filled in.
-	RecordSettlements(ctx context.Context, provider string, rows []Settlement) (int64, error)
-	// RecordCaptured records partial captures' captured amounts.
-	RecordCaptured(ctx context.Context, provider string, rows []Capture) error
+	// lacks or a later payout's. It returns the rows it filled in, as they
+	// are after.
+	RecordSettlements(ctx context.Context, provider string, rows []Settlement) ([]Payment, error)
+	// RecordCaptured records partial captures' captured amounts. It returns
+	// the rows it changed, as they are after.
+	//
+	// A row these four statements changed stays locked by the transaction
+	// until it ends, so the last of them to return it returns the row as
+	// the transaction leaves it: the engine reads again only the rows it
+	// sent a statement that changed nothing.
+	RecordCaptured(ctx context.Context, provider string, rows []Capture) ([]Payment, error)
 	// LoadCarry reads what run runID carries about ids.
 	LoadCarry(ctx context.Context, runID int64, ids []string) ([]Carry, error)
 	// SaveCarry upserts rows and deletes drop.

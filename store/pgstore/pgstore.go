@@ -275,7 +275,7 @@ func (t tx) InsertPayments(_ context.Context, provider, account string, rows []s
 	return created, nil
 }
 
-func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) ([]string, error) {
+func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) ([]store.Payment, error) {
 	if len(steps) == 0 {
 		return nil, nil
 	}
@@ -283,7 +283,7 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 	if err != nil {
 		return nil, err
 	}
-	ids, err := t.c.Strings(t.c.SQL(`UPDATE {payments} p
+	moved, err := t.c.Payments(t.c.SQL(`UPDATE {payments} p
 		SET {state} = v.to_state, {source_updated_at} = v.at,
 		    {amount_refunded} = GREATEST(p.{amount_refunded}, v.refund)[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, to_state text, preds text, at timestamptz, refund bigint)
@@ -291,66 +291,69 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 		  AND p.{state} = ANY(string_to_array(v.preds, ','))
 		  AND (p.{source_updated_at} IS NULL OR p.{source_updated_at} <= v.at
 		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))
-		RETURNING p.{provider_id}`), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
+		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
 	if err != nil {
 		return nil, fmt.Errorf("apply transitions: %w", err)
 	}
-	return ids, nil
+	return moved, nil
 }
 
-func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) error {
+func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) ([]store.Payment, error) {
 	if len(rows) == 0 {
-		return nil
+		return nil, nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := t.c.Exec(t.c.SQL(`UPDATE {payments} p SET {amount_refunded} = v.refund[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
+	raised, err := t.c.Payments(t.c.SQL(`UPDATE {payments} p SET {amount_refunded} = v.refund[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, refund bigint)
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
-		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}`), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...); err != nil {
-		return fmt.Errorf("raise amount_refunded: %w", err)
+		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}
+		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
+	if err != nil {
+		return nil, fmt.Errorf("raise amount_refunded: %w", err)
 	}
-	return nil
+	return raised, nil
 }
 
-func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) (int64, error) {
+func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) ([]store.Payment, error) {
 	if len(rows) == 0 || !sqlbase.RecordsSettlements(t.c.Base().Schema) {
-		return 0, nil
+		return nil, nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	ids, err := t.c.Strings(t.c.SQL(`UPDATE {payments} p
+	settled, err := t.c.Payments(t.c.SQL(`UPDATE {payments} p
 		SET {settled_at} = v.at, {payout_id} = coalesce(NULLIF(v.payout_id, ''), p.{payout_id})[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, at timestamptz, payout_id text)
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
 		  AND (p.{settled_at} IS NULL
 		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS DISTINCT FROM v.payout_id AND p.{settled_at} <= v.at))
-		RETURNING p.{provider_id}`), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
+		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
 	if err != nil {
-		return 0, fmt.Errorf("record settlements: %w", err)
+		return nil, fmt.Errorf("record settlements: %w", err)
 	}
-	return int64(len(ids)), nil
+	return settled, nil
 }
 
-func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) error {
+func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) ([]store.Payment, error) {
 	if len(rows) == 0 || !t.c.Base().Schema.Has("amount_captured") {
-		return nil
+		return nil, nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := t.c.Exec(t.c.SQL(`UPDATE {payments} p SET {amount_captured} = v.amount_captured[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
+	captured, err := t.c.Payments(t.c.SQL(`UPDATE {payments} p SET {amount_captured} = v.amount_captured[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, amount_captured bigint)
-		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS DISTINCT FROM v.amount_captured`),
-		sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...); err != nil {
-		return fmt.Errorf("record captured amounts: %w", err)
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS DISTINCT FROM v.amount_captured
+		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
+	if err != nil {
+		return nil, fmt.Errorf("record captured amounts: %w", err)
 	}
-	return nil
+	return captured, nil
 }
 
 func (t tx) LoadCarry(_ context.Context, runID int64, ids []string) ([]store.Carry, error) {

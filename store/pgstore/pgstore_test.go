@@ -87,7 +87,7 @@ func TestDeadlockIsRetried(t *testing.T) {
 		return st.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 			n++
 			attempts.Add(1)
-			if err := tx.RaiseRefunds(ctx, "stripe", []store.Refund{{ProviderID: first, Amount: amount}}); err != nil {
+			if _, err := tx.RaiseRefunds(ctx, "stripe", []store.Refund{{ProviderID: first, Amount: amount}}); err != nil {
 				return err
 			}
 			if n == 1 {
@@ -97,7 +97,7 @@ func TestDeadlockIsRetried(t *testing.T) {
 				case <-time.After(10 * time.Second): // the other failed early: no deadlock, and the test says so
 				}
 			}
-			err := tx.RaiseRefunds(ctx, "stripe", []store.Refund{{ProviderID: second, Amount: amount}})
+			_, err := tx.RaiseRefunds(ctx, "stripe", []store.Refund{{ProviderID: second, Amount: amount}})
 			if err != nil {
 				mu.Lock()
 				aborted = append(aborted, err)

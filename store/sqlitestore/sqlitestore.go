@@ -85,14 +85,15 @@ const (
 		  AND instr(',' || v.preds || ',', ',' || p.{state} || ',') > 0
 		  AND (p.{source_updated_at} IS NULL OR julianday(p.{source_updated_at}) <= julianday(v.at)
 		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))
-		RETURNING {provider_id}`
+		RETURNING ` + sqlbase.PaymentColumns
 
 	raiseRefundsSQL = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.refund') AS refund FROM json_each(?))
 		UPDATE {payments} AS p SET {amount_refunded} = v.refund[[updated_at:, {updated_at} = ` + now + `]]
 		FROM v
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
-		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}`
+		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}
+		RETURNING ` + sqlbase.PaymentColumns
 
 	recordSettlementsSQL = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.at') AS at,
@@ -103,13 +104,14 @@ const (
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
 		  AND (p.{settled_at} IS NULL
 		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS NOT v.payout_id AND julianday(p.{settled_at}) <= julianday(v.at)))
-		RETURNING {provider_id}`
+		RETURNING ` + sqlbase.PaymentColumns
 
 	recordCapturedSQL = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.amount_captured') AS amount_captured FROM json_each(?))
 		UPDATE {payments} AS p SET {amount_captured} = v.amount_captured[[updated_at:, {updated_at} = ` + now + `]]
 		FROM v
-		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS NOT v.amount_captured`
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS NOT v.amount_captured
+		RETURNING ` + sqlbase.PaymentColumns
 
 	loadPaymentsSQL = `SELECT ` + sqlbase.PaymentColumns + `
 		FROM {payments} WHERE {provider} = ? AND {provider_id} IN (SELECT value FROM json_each(?))
@@ -216,7 +218,7 @@ func (t tx) InsertPayments(_ context.Context, provider, account string, rows []s
 	return created, nil
 }
 
-func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) ([]string, error) {
+func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) ([]store.Payment, error) {
 	if len(steps) == 0 {
 		return nil, nil
 	}
@@ -224,54 +226,56 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 	if err != nil {
 		return nil, err
 	}
-	ids, err := t.c.Strings(t.c.SQL(applyStepsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
+	moved, err := t.c.Payments(t.c.SQL(applyStepsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
 	if err != nil {
 		return nil, fmt.Errorf("apply transitions: %w", err)
 	}
-	return ids, nil
+	return moved, nil
 }
 
-func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) error {
+func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) ([]store.Payment, error) {
 	if len(rows) == 0 {
-		return nil
+		return nil, nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := t.c.Exec(t.c.SQL(raiseRefundsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...); err != nil {
-		return fmt.Errorf("raise amount_refunded: %w", err)
+	raised, err := t.c.Payments(t.c.SQL(raiseRefundsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
+	if err != nil {
+		return nil, fmt.Errorf("raise amount_refunded: %w", err)
 	}
-	return nil
+	return raised, nil
 }
 
-func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) (int64, error) {
+func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) ([]store.Payment, error) {
 	if len(rows) == 0 || !sqlbase.RecordsSettlements(t.c.Base().Schema) {
-		return 0, nil
+		return nil, nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	ids, err := t.c.Strings(t.c.SQL(recordSettlementsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
+	settled, err := t.c.Payments(t.c.SQL(recordSettlementsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
 	if err != nil {
-		return 0, fmt.Errorf("record settlements: %w", err)
+		return nil, fmt.Errorf("record settlements: %w", err)
 	}
-	return int64(len(ids)), nil
+	return settled, nil
 }
 
-func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) error {
+func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) ([]store.Payment, error) {
 	if len(rows) == 0 || !t.c.Base().Schema.Has("amount_captured") {
-		return nil
+		return nil, nil
 	}
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := t.c.Exec(t.c.SQL(recordCapturedSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...); err != nil {
-		return fmt.Errorf("record captured amounts: %w", err)
+	captured, err := t.c.Payments(t.c.SQL(recordCapturedSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
+	if err != nil {
+		return nil, fmt.Errorf("record captured amounts: %w", err)
 	}
-	return nil
+	return captured, nil
 }
 
 func (t tx) LoadCarry(_ context.Context, runID int64, ids []string) ([]store.Carry, error) {

@@ -203,10 +203,12 @@ func testRoundTrips(t *testing.T, e *env) {
 		moved, err := tx.ApplySteps(ctx, "stripe", steps)
 		require.NoError(t, err)
 		require.Len(t, moved, 50)
-		require.NoError(t, tx.RaiseRefunds(ctx, "stripe", refunds))
+		_, err = tx.RaiseRefunds(ctx, "stripe", refunds)
+		require.NoError(t, err)
 		_, err = tx.RecordSettlements(ctx, "stripe", settles)
 		require.NoError(t, err)
-		require.NoError(t, tx.RecordCaptured(ctx, "stripe", captures))
+		_, err = tx.RecordCaptured(ctx, "stripe", captures)
+		require.NoError(t, err)
 		require.NoError(t, tx.SaveCarry(ctx, r.ID, carries, nil))         // 1
 		require.NoError(t, tx.SaveCarry(ctx, r.ID, carries[:1], ids[1:])) // 2: a delete and an upsert
 		_, err = tx.LoadCarry(ctx, r.ID, ids)
@@ -339,14 +341,16 @@ func (e *env) stampAll(st func(i int) store.Store) {
 			return err
 		},
 		func(tx store.Tx) error {
-			return tx.RaiseRefunds(e.ctx, "stripe", []store.Refund{{ProviderID: "pi_refunds", Amount: 10}})
+			_, err := tx.RaiseRefunds(e.ctx, "stripe", []store.Refund{{ProviderID: "pi_refunds", Amount: 10}})
+			return err
 		},
 		func(tx store.Tx) error {
 			_, err := tx.RecordSettlements(e.ctx, "stripe", []store.Settlement{{ProviderID: "pi_settles", At: t0, PayoutID: "po_1"}})
 			return err
 		},
 		func(tx store.Tx) error {
-			return tx.RecordCaptured(e.ctx, "stripe", []store.Capture{{ProviderID: "pi_captures", Amount: 90}})
+			_, err := tx.RecordCaptured(e.ctx, "stripe", []store.Capture{{ProviderID: "pi_captures", Amount: 90}})
+			return err
 		},
 		func(tx store.Tx) error {
 			return tx.InsertItems(e.ctx, r.ID, "stripe", []store.Item{{ProviderID: "pi_item", Kind: models.KindBehind, Action: models.ActionRepaired}})

@@ -2,13 +2,16 @@ package storetest
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/store"
 )
 
 // The suite's direct access to the tables: seeding rows as someone else
@@ -304,4 +307,35 @@ func ids(runs []models.Run) []int64 {
 		out[i] = r.ID
 	}
 	return out
+}
+
+// requireReturned requires rows, what a guarded statement returned, to be
+// exactly what LoadPayments reads of their payments afterwards in the same
+// transaction (the engine takes them for the rows as the batch leaves
+// them), and returns their ids, sorted.
+func (e *env) requireReturned(tx store.Tx, rows []store.Payment) []string {
+	e.t.Helper()
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ProviderID
+	}
+	slices.Sort(ids)
+	require.Len(e.t, slices.Compact(slices.Clone(ids)), len(ids), "a row returned twice")
+	read, err := tx.LoadPayments(e.ctx, "stripe", ids)
+	require.NoError(e.t, err)
+	got := slices.Clone(rows)
+	slices.SortFunc(got, func(a, b store.Payment) int { return strings.Compare(a.ProviderID, b.ProviderID) })
+	require.Equal(e.t, len(read), len(got))
+	for i := range read {
+		require.True(e.t, samePayment(read[i], got[i]), "returned %+v, read %+v", got[i], read[i])
+	}
+	return ids
+}
+
+// samePayment compares two rows as the engine sees them (times by instant).
+func samePayment(a, b store.Payment) bool {
+	eq := func(x, y *time.Time) bool { return (x == nil) == (y == nil) && (x == nil || x.Equal(*y)) }
+	return a.ProviderID == b.ProviderID && a.State == b.State && eq(a.At, b.At) && a.Amount == b.Amount &&
+		a.Currency == b.Currency && a.AmountRefunded == b.AmountRefunded && eq(a.SettledAt, b.SettledAt) &&
+		a.PayoutID == b.PayoutID && a.AmountCaptured == b.AmountCaptured
 }

@@ -160,9 +160,9 @@ func testApplyStepsEveryCase(t *testing.T, e *env) {
 	}
 	var moved []string
 	e.tx(e.st, func(tx store.Tx) {
-		var err error
-		moved, err = tx.ApplySteps(e.ctx, "stripe", steps)
+		rows, err := tx.ApplySteps(e.ctx, "stripe", steps)
 		require.NoError(t, err)
+		moved = e.requireReturned(tx, rows)
 	})
 	got := e.byID("stripe")
 	var wantMoved []string
@@ -210,9 +210,9 @@ func testApplyStepsNamedCases(t *testing.T, e *env) {
 	}
 	var moved []string
 	e.tx(e.st, func(tx store.Tx) {
-		var err error
-		moved, err = tx.ApplySteps(e.ctx, "stripe", steps)
+		rows, err := tx.ApplySteps(e.ctx, "stripe", steps)
 		require.NoError(t, err)
+		moved = e.requireReturned(tx, rows)
 	})
 	require.ElementsMatch(t, []string{"settled_refund_earlier", "settled_chargeback_earlier", "captured_settled_equal", "null_time_captured"}, moved)
 	move := func(id string, to models.State, at time.Time, refunded int64) payment {
@@ -249,7 +249,7 @@ func testApplyStepsRefundOnlyRises(t *testing.T, e *env) {
 			{ProviderID: "pi_cancel", To: models.StateCanceled, At: t0.Add(time.Hour), Refund: 1000},
 		})
 		require.NoError(t, err)
-		require.ElementsMatch(t, []string{"pi_lower", "pi_higher", "pi_cancel"}, moved)
+		require.ElementsMatch(t, []string{"pi_lower", "pi_higher", "pi_cancel"}, e.requireReturned(tx, moved))
 	})
 	for _, p := range []*payment{&lower, &higher, &cancel} {
 		p.At, p.UpdatedAt = ptr(t0.Add(time.Hour)), e.now
@@ -268,10 +268,12 @@ func testRaiseRefunds(t *testing.T, e *env) {
 	refunded := e.seed(payment{ProviderID: "pi_refunded", State: models.StateRefunded, Amount: 1000, AmountRefunded: 100, At: ptr(t0)})
 	other := e.seed(payment{Provider: "gocardless", ProviderID: "pi_up", State: models.StateCaptured, Amount: 1000, At: ptr(t0)})
 	e.tx(e.st, func(tx store.Tx) {
-		require.NoError(t, tx.RaiseRefunds(e.ctx, "stripe", []store.Refund{
+		raised, err := tx.RaiseRefunds(e.ctx, "stripe", []store.Refund{
 			{ProviderID: "pi_up", Amount: 300}, {ProviderID: "pi_down", Amount: 100}, {ProviderID: "pi_same", Amount: 200},
 			{ProviderID: "pi_canceled", Amount: 500}, {ProviderID: "pi_refunded", Amount: 1000}, {ProviderID: "pi_missing", Amount: 1},
-		}))
+		})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{"pi_up", "pi_refunded"}, e.requireReturned(tx, raised), "the rows it raised")
 	})
 	up.AmountRefunded, up.UpdatedAt = 300, e.now
 	refunded.AmountRefunded, refunded.UpdatedAt = 1000, e.now
@@ -297,10 +299,9 @@ func testRecordSettlements(t *testing.T, e *env) {
 	refunded := seed("s_refunded", models.StateRefunded, nil, nil)
 	chargeback := seed("s_chargeback", models.StateChargeback, nil, nil)
 	other := e.seed(payment{Provider: "gocardless", ProviderID: "s_empty", State: models.StateCaptured, Amount: 1, At: at})
-	var n int64
+	var filled []string
 	e.tx(e.st, func(tx store.Tx) {
-		var err error
-		n, err = tx.RecordSettlements(e.ctx, "stripe", []store.Settlement{
+		rows, err := tx.RecordSettlements(e.ctx, "stripe", []store.Settlement{
 			{ProviderID: "s_empty", At: t0, PayoutID: "po_1"},
 			{ProviderID: "s_empty_nopayout", At: t0},
 			{ProviderID: "s_same", At: t0.Add(h), PayoutID: "po_1"},
@@ -315,6 +316,7 @@ func testRecordSettlements(t *testing.T, e *env) {
 			{ProviderID: "s_missing", At: t0, PayoutID: "po_1"},
 		})
 		require.NoError(t, err)
+		filled = e.requireReturned(tx, rows)
 	})
 	set := func(p *payment, at time.Time, payout *string) {
 		p.SettledAt, p.PayoutID, p.UpdatedAt = ptr(at), payout, e.now
@@ -326,7 +328,8 @@ func testRecordSettlements(t *testing.T, e *env) {
 	set(&lacks, t0.Add(h), ptr("po_3"))
 	set(&refunded, t0, ptr("po_1"))
 	set(&chargeback, t0, ptr("po_1"))
-	require.Equal(t, int64(7), n, "how many rows it filled in")
+	require.ElementsMatch(t, []string{"s_empty", "s_empty_nopayout", "s_later", "s_equal", "s_lacks", "s_refunded", "s_chargeback"}, filled,
+		"the rows it filled in")
 	e.requirePayments(empty, emptyNoPayout, same, later, equal, earlier, lacks, lacksEarlier, unknown, refunded, chargeback, other)
 }
 
@@ -337,9 +340,11 @@ func testRecordCaptured(t *testing.T, e *env) {
 	diff := e.seed(payment{ProviderID: "c_diff", State: models.StateRefunded, Amount: 1000, At: ptr(t0), AmountCaptured: ptr(int64(400))})
 	other := e.seed(payment{Provider: "gocardless", ProviderID: "c_new", State: models.StateCaptured, Amount: 1000, At: ptr(t0)})
 	e.tx(e.st, func(tx store.Tx) {
-		require.NoError(t, tx.RecordCaptured(e.ctx, "stripe", []store.Capture{
+		captured, err := tx.RecordCaptured(e.ctx, "stripe", []store.Capture{
 			{ProviderID: "c_new", Amount: 400}, {ProviderID: "c_same", Amount: 400}, {ProviderID: "c_diff", Amount: 300}, {ProviderID: "c_missing", Amount: 1},
-		}))
+		})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{"c_new", "c_diff"}, e.requireReturned(tx, captured), "the rows it changed")
 	})
 	fresh.AmountCaptured, fresh.UpdatedAt = ptr(int64(400)), e.now
 	diff.AmountCaptured, diff.UpdatedAt = ptr(int64(300)), e.now
@@ -632,9 +637,9 @@ func testTimesRoundTrip(t *testing.T, e *env) {
 		moved, err := tx.ApplySteps(e.ctx, "stripe", steps)
 		require.NoError(t, err)
 		require.Len(t, moved, len(steps))
-		n, err := tx.RecordSettlements(e.ctx, "stripe", settles)
+		settled, err := tx.RecordSettlements(e.ctx, "stripe", settles)
 		require.NoError(t, err)
-		require.Equal(t, int64(len(settles)), n)
+		require.Len(t, settled, len(settles))
 	})
 	got := e.byID("stripe")
 	for i, at := range times {
@@ -679,18 +684,22 @@ func testEmptyBatches(t *testing.T, e *env) {
 		moved, err := tx.ApplySteps(e.ctx, "stripe", nil)
 		require.NoError(t, err)
 		require.Empty(t, moved)
-		require.NoError(t, tx.RaiseRefunds(e.ctx, "stripe", nil))
-		n, err := tx.RecordSettlements(e.ctx, "stripe", nil)
+		raised, err := tx.RaiseRefunds(e.ctx, "stripe", nil)
 		require.NoError(t, err)
-		require.Zero(t, n)
-		require.NoError(t, tx.RecordCaptured(e.ctx, "stripe", nil))
+		require.Empty(t, raised)
+		settled, err := tx.RecordSettlements(e.ctx, "stripe", nil)
+		require.NoError(t, err)
+		require.Empty(t, settled)
+		captured, err := tx.RecordCaptured(e.ctx, "stripe", nil)
+		require.NoError(t, err)
+		require.Empty(t, captured)
 		cs, err := tx.LoadCarry(e.ctx, r.ID, nil)
 		require.NoError(t, err)
 		require.Empty(t, cs)
 		require.NoError(t, tx.SaveCarry(e.ctx, r.ID, nil, nil))
 		require.NoError(t, tx.DeleteItems(e.ctx, r.ID, "stripe", nil))
 		require.NoError(t, tx.InsertItems(e.ctx, r.ID, "stripe", nil))
-		n, err = tx.InsertEvents(e.ctx, r.ID, "stripe", nil)
+		n, err := tx.InsertEvents(e.ctx, r.ID, "stripe", nil)
 		require.NoError(t, err)
 		require.Zero(t, n)
 		n, err = tx.MissingEvents(e.ctx, "stripe", nil)

@@ -161,6 +161,10 @@ func (c *Conn) Int(q string, args ...any) (int64, error) {
 // mapped schema lacks).
 const PaymentColumns = `{provider_id}, {state}, {source_updated_at}, {amount}, {currency}, {amount_refunded}, {settled_at|NULL}, {payout_id|NULL}, {amount_captured|NULL}`
 
+// PaymentColumnsP is PaymentColumns qualified by the alias p, for the
+// RETURNING of an UPDATE whose FROM names columns of the same names.
+const PaymentColumnsP = `{p.provider_id}, {p.state}, {p.source_updated_at}, {p.amount}, {p.currency}, {p.amount_refunded}, {p.settled_at|NULL}, {p.payout_id|NULL}, {p.amount_captured|NULL}`
+
 // Payments runs a query returning the columns of store.Payment in order:
 // provider_id, state, source_updated_at, amount, currency,
 // amount_refunded, settled_at, payout_id, amount_captured.
