@@ -248,7 +248,8 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 	case o.delivers():
 		h.ap = newDeliverApplier(provider, h.run.ID)
 	default:
-		h.ap = &sqlApplier{st: o.Store, runID: h.run.ID, provider: provider, account: o.Account, mem: newCarryMem(o.CarryMemory)}
+		rec, _ := o.Store.(recordedEvents)
+		h.ap = &sqlApplier{st: o.Store, recorded: rec, runID: h.run.ID, provider: provider, account: o.Account, mem: newCarryMem(o.CarryMemory)}
 	}
 	if !o.SkipLock {
 		// We hold the lock, so any other running run of this account died.
@@ -713,7 +714,11 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	}()
 	var pending Page
 	ids := map[string]bool{}
+	pre, _ := e.ap.(prechecker)
 	flush := func() error {
+		if pre != nil {
+			pre.precheck(rctx, &pending)
+		}
 		select {
 		case batches <- pending:
 		case <-rctx.Done():
@@ -797,6 +802,9 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	// Whatever was read is finished even when the read was cut short: each
 	// batch is ordered and guarded, so a partial window is safe to write.
 	if len(pending.Events) > 0 || len(pending.Changes) > 0 {
+		if pre != nil {
+			pre.precheck(rctx, &pending) // cut short: the transaction asks
+		}
 		batches <- pending // the writer drops it if an earlier batch failed
 	}
 	close(batches)
