@@ -689,12 +689,26 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	batches := make(chan Page, 1)
+	toWriter := batches
+	if pre, ok := e.ap.(prechecker); ok {
+		// A stage of its own between the reader and the writer asks which
+		// of each page's events are recorded, beside both: on the reader's
+		// path it slowed a rerun, whose reader is the slower side.
+		toWriter = make(chan Page, 1)
+		go func() {
+			defer close(toWriter)
+			for p := range batches {
+				pre.precheck(rctx, &p) // cut short: the transaction asks
+				toWriter <- p
+			}
+		}()
+	}
 	var werr error
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
 		n := 0
-		for p := range batches {
+		for p := range toWriter {
 			if werr != nil {
 				continue
 			}
@@ -714,11 +728,7 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	}()
 	var pending Page
 	ids := map[string]bool{}
-	pre, _ := e.ap.(prechecker)
 	flush := func() error {
-		if pre != nil {
-			pre.precheck(rctx, &pending)
-		}
 		select {
 		case batches <- pending:
 		case <-rctx.Done():
@@ -802,9 +812,6 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	// Whatever was read is finished even when the read was cut short: each
 	// batch is ordered and guarded, so a partial window is safe to write.
 	if len(pending.Events) > 0 || len(pending.Changes) > 0 {
-		if pre != nil {
-			pre.precheck(rctx, &pending) // cut short: the transaction asks
-		}
 		batches <- pending // the writer drops it if an earlier batch failed
 	}
 	close(batches)
