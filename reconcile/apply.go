@@ -5,7 +5,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/reconciler/reconciler/models"
@@ -27,10 +26,8 @@ type applier interface {
 	// how many settlements it recorded.
 	apply(ctx context.Context, tx store.Tx, b *batch) (map[string]outcome, int64, error)
 	// events records the batch's events and returns how many
-	// webhook_events lacked. checked says the store was asked, before the
-	// batch's transaction, which of the page's events it records, and evs
-	// hold only the others (prechecker).
-	events(ctx context.Context, tx store.Tx, evs []store.Event, checked bool) (int64, error)
+	// webhook_events lacked.
+	events(ctx context.Context, tx store.Tx, evs []store.Event) (int64, error)
 	// loadCarry returns what the run carries about ids (those it marked
 	// carried).
 	loadCarry(ctx context.Context, tx store.Tx, ids []string) (map[string]*carried, error)
@@ -57,25 +54,9 @@ type outcome struct {
 	inserted bool
 }
 
-// prechecker is an applier that asks, outside the batch's transaction,
-// which of a page's events are recorded already (the reader calls it as it
-// hands the page to the writer, so the question runs beside the batch
-// before). It marks the page checked, with the events it found, or leaves
-// it unchecked for the batch's transaction to ask.
-type prechecker interface {
-	precheck(ctx context.Context, p *Page)
-}
-
-// recordedEvents is a store that reads which events it records outside any
-// transaction, on a connection of its pool (store/pgstore).
-type recordedEvents interface {
-	RecordedEvents(ctx context.Context, source string, ids []string) ([]string, error)
-}
-
 // sqlApplier writes to the store.
 type sqlApplier struct {
 	st        store.Store
-	recorded  recordedEvents // nil: the batch's transaction asks
 	runID     int64
 	provider  string
 	account   string
@@ -275,30 +256,8 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 	return out, settled, nil
 }
 
-func (a *sqlApplier) events(ctx context.Context, tx store.Tx, evs []store.Event, checked bool) (int64, error) {
-	return a.eventsNew.insert(ctx, tx, a.runID, a.provider, evs, checked)
-}
-
-// precheck asks the store which of the page's events it records, unless
-// the batches so far found every event new (an empty schema: nothing to
-// find) or the store cannot be asked outside a transaction. A failed
-// question leaves the page unchecked: the batch's transaction asks again,
-// and reports the store's error if it lasts.
-func (a *sqlApplier) precheck(ctx context.Context, p *Page) {
-	if a.recorded == nil || a.eventsNew.allNew.Load() || len(p.Events) == 0 {
-		return
-	}
-	ids := make([]string, 0, len(p.Events))
-	for _, ev := range p.Events {
-		if !ev.Unread {
-			ids = append(ids, ev.ID)
-		}
-	}
-	known, err := a.recorded.RecordedEvents(ctx, a.provider, ids)
-	if err != nil {
-		return
-	}
-	p.known, p.checked = setOf(known), true
+func (a *sqlApplier) events(ctx context.Context, tx store.Tx, evs []store.Event) (int64, error) {
+	return a.eventsNew.insert(ctx, tx, a.runID, a.provider, evs)
 }
 
 // newEvents picks how a batch's events are inserted from what the batches
@@ -307,24 +266,16 @@ func (a *sqlApplier) precheck(ctx context.Context, p *Page) {
 // came), the store is asked first which are, so that their payloads are
 // not sent for nothing. Either is correct (the insert's unique key decides);
 // a wrong guess costs one batch its speed.
-//
-// A batch whose page was checked before its transaction (checked: evs
-// hold none of the events found) is sent at once too, and found every
-// event new only when the check found none and the insert took them all.
-// allNew is read by the reader (precheck) and written by the writer.
-type newEvents struct{ allNew atomic.Bool }
+type newEvents struct{ allNew bool }
 
-func (n *newEvents) insert(ctx context.Context, tx store.Tx, runID int64, source string, evs []store.Event, checked bool) (int64, error) {
+func (n *newEvents) insert(ctx context.Context, tx store.Tx, runID int64, source string, evs []store.Event) (int64, error) {
 	insert := tx.InsertEvents
-	if n.allNew.Load() || checked {
+	if n.allNew {
 		insert = tx.InsertEventsDirect
 	}
 	added, err := insert(ctx, runID, source, evs)
 	if err == nil && len(evs) > 0 {
-		// A checked page found some recorded only when it was checked at
-		// all: precheck asks only while allNew is false, and then leaves
-		// it false unless the whole page was new.
-		n.allNew.Store(added == int64(len(evs)) && !checked)
+		n.allNew = added == int64(len(evs))
 	}
 	return added, err
 }
@@ -473,7 +424,7 @@ func (a *dryApplier) apply(_ context.Context, _ store.Tx, b *batch) (map[string]
 	return out, settled, nil
 }
 
-func (a *dryApplier) events(ctx context.Context, tx store.Tx, evs []store.Event, _ bool) (int64, error) {
+func (a *dryApplier) events(ctx context.Context, tx store.Tx, evs []store.Event) (int64, error) {
 	ids := make([]string, len(evs))
 	for i, ev := range evs {
 		ids[i] = ev.EventID

@@ -295,9 +295,7 @@ func (e *engine) insertEvents(ctx context.Context, tx store.Tx, b *batch) func()
 	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.ID, b.ID) })
 	evs := make([]store.Event, 0, len(events)+len(recon))
 	for _, ev := range events {
-		// An event found recorded before the transaction is not sent; one
-		// recorded since is kept out by the insert's unique key.
-		if !ev.Unread && !b.page.known[ev.ID] {
+		if !ev.Unread {
 			evs = append(evs, store.Event{EventID: ev.ID, EventType: ev.Type, Payload: ev.Payload})
 		}
 	}
@@ -312,7 +310,7 @@ func (e *engine) insertEvents(ctx context.Context, tx store.Tx, b *batch) func()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n, err = e.ap.events(ctx, tx, evs, b.page.checked)
+		n, err = e.ap.events(ctx, tx, evs)
 	}()
 	return func() (int64, error) {
 		<-done

@@ -45,11 +45,11 @@ func (a *deliverApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[
 	return out, 0, err // no settlement is recorded: the worker records it
 }
 
-func (a *deliverApplier) events(ctx context.Context, tx store.Tx, evs []store.Event, checked bool) (int64, error) {
+func (a *deliverApplier) events(ctx context.Context, tx store.Tx, evs []store.Event) (int64, error) {
 	for i := range evs {
 		evs[i].Deliver = true
 	}
-	return a.eventsNew.insert(ctx, tx, a.runID, a.provider, evs, checked)
+	return a.eventsNew.insert(ctx, tx, a.runID, a.provider, evs)
 }
 
 // delivers says whether the run hands its repairs to the application's

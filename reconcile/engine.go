@@ -248,8 +248,7 @@ func Start(ctx context.Context, o Options) (h *Handle, err error) {
 	case o.delivers():
 		h.ap = newDeliverApplier(provider, h.run.ID)
 	default:
-		rec, _ := o.Store.(recordedEvents)
-		h.ap = &sqlApplier{st: o.Store, recorded: rec, runID: h.run.ID, provider: provider, account: o.Account, mem: newCarryMem(o.CarryMemory)}
+		h.ap = &sqlApplier{st: o.Store, runID: h.run.ID, provider: provider, account: o.Account, mem: newCarryMem(o.CarryMemory)}
 	}
 	if !o.SkipLock {
 		// We hold the lock, so any other running run of this account died.
@@ -689,26 +688,12 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	batches := make(chan Page, 1)
-	toWriter := batches
-	if pre, ok := e.ap.(prechecker); ok {
-		// A stage of its own between the reader and the writer asks which
-		// of each page's events are recorded, beside both: on the reader's
-		// path it slowed a rerun, whose reader is the slower side.
-		toWriter = make(chan Page, 1)
-		go func() {
-			defer close(toWriter)
-			for p := range batches {
-				pre.precheck(rctx, &p) // cut short: the transaction asks
-				toWriter <- p
-			}
-		}()
-	}
 	var werr error
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
 		n := 0
-		for p := range toWriter {
+		for p := range batches {
 			if werr != nil {
 				continue
 			}

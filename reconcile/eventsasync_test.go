@@ -3,14 +3,11 @@ package reconcile_test
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/internal/webhooksim"
@@ -195,87 +192,5 @@ func TestEventsInsertFailureRollsBackItsBatch(t *testing.T) {
 		require.Equal(t, run.EventsRead, events, "only the committed batches' events were written (an empty schema: every event is new)")
 		require.Equal(t, run.SyntheticEvents, events)
 		require.Equal(t, run.Repaired+run.Refused+run.Reported, items, "only the committed batches' items were written")
-	})
-}
-
-// precheckStore answers the engine's question before a batch's transaction
-// (which of a page's events are recorded) from the database, but stale:
-// it leaves out the first recorded event of every answer, as if it were
-// recorded after the question. It counts the questions, and the inserts
-// that asked again inside the transaction (InsertEvents) or sent at once
-// (InsertEventsDirect); an insert of only the events the engine made of
-// payments fetched by id (recon:…, no page to check) is not counted.
-type precheckStore struct {
-	store.Store
-	db                       *gorm.DB
-	questions, asked, direct atomic.Int64
-	leftOut                  atomic.Int64
-}
-
-func (s *precheckStore) RecordedEvents(ctx context.Context, source string, ids []string) ([]string, error) {
-	s.questions.Add(1)
-	var known []string
-	if err := s.db.WithContext(ctx).Raw(`SELECT event_id FROM webhook_events WHERE source = ? AND event_id IN ? ORDER BY event_id`,
-		source, ids).Scan(&known).Error; err != nil {
-		return nil, err
-	}
-	if len(known) > 0 {
-		s.leftOut.Add(1)
-		known = known[1:]
-	}
-	return known, nil
-}
-
-func (s *precheckStore) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-	return s.Store.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		return fn(ctx, &precheckTx{Tx: tx, s: s})
-	})
-}
-
-type precheckTx struct {
-	store.Tx
-	s *precheckStore
-}
-
-func (t *precheckTx) InsertEvents(ctx context.Context, runID int64, source string, rows []store.Event) (int64, error) {
-	// The events the engine makes of payments fetched by id (recon:…)
-	// come with no page to check.
-	if slices.ContainsFunc(rows, func(r store.Event) bool { return !strings.HasPrefix(r.EventID, "recon:") }) {
-		t.s.asked.Add(1)
-	}
-	return t.Tx.InsertEvents(ctx, runID, source, rows)
-}
-
-func (t *precheckTx) InsertEventsDirect(ctx context.Context, runID int64, source string, rows []store.Event) (int64, error) {
-	t.s.direct.Add(1)
-	return t.Tx.InsertEventsDirect(ctx, runID, source, rows)
-}
-
-// TestEventsCheckedBeforeTheTransaction: with a store that can say which
-// events it records outside a transaction, every page is asked before its
-// batch's transaction and the transaction sends the rest at once; an
-// answer stale by then (an event recorded after the question) costs a
-// payload, not a duplicate or a miscount: every missed webhook is recorded
-// once, the run counts exactly those, and a second run records nothing.
-func TestEventsCheckedBeforeTheTransaction(t *testing.T) {
-	stores(t, func(t *testing.T, e *env) {
-		e.acct.Generate(stripefake.GenOptions{Payments: 200, Start: at(-24 * 3), End: at(-1), Seed: 13})
-		_, missed := e.deliver(func(i int, _ webhooksim.Delivery) bool { return i%3 != 1 })
-		require.Positive(t, missed)
-		s := &precheckStore{Store: dbopen.Store(e.db.DB, nil), db: e.db.DB}
-		res := e.run(func(o *reconcile.Options) { o.Store, o.Since, o.BatchSize = s, at(-24*4), 40 })
-		require.Greater(t, s.questions.Load(), int64(3), "the pages were asked before their transactions")
-		require.Positive(t, s.leftOut.Load(), "the answers were stale")
-		require.Zero(t, s.asked.Load(), "a checked page's transaction asked again")
-		require.Positive(t, s.direct.Load())
-		var synthetic, rows int64
-		require.NoError(t, e.db.Raw(`SELECT count(*) FROM webhook_events WHERE synthetic AND run_id = ?`, res.Run.ID).Scan(&synthetic).Error)
-		require.NoError(t, e.db.Raw(`SELECT count(*) FROM webhook_events`).Scan(&rows).Error)
-		require.Equal(t, int64(missed), synthetic, "every missed webhook recorded once")
-		require.Equal(t, synthetic, res.Run.SyntheticEvents, "the run counts what it recorded, not what it sent")
-		require.Equal(t, res.Run.EventsRead, rows, "every event read is recorded once")
-
-		again := e.run(func(o *reconcile.Options) { o.Store, o.Since, o.BatchSize = s, at(-24*4), 40 })
-		require.Zero(t, again.Run.SyntheticEvents)
 	})
 }

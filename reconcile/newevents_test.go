@@ -66,33 +66,10 @@ func TestNewEventsPicksByTheLastBatch(t *testing.T) {
 		for i, id := range ids {
 			evs[i] = store.Event{EventID: id}
 		}
-		a, err := n.insert(context.Background(), tx, 1, "stripe", evs, false)
+		a, err := n.insert(context.Background(), tx, 1, "stripe", evs)
 		require.NoError(t, err)
 		added = append(added, a)
 	}
 	require.Equal(t, []string{"ask", "direct", "direct", "ask", "direct", "ask"}, tx.calls)
 	require.Equal(t, []int64{2, 1, 0, 1, 2, 2, 1}, added)
-}
-
-// TestNewEventsCheckedPages: a page checked before its transaction is sent
-// at once, and leaves the next unchecked batch asking: the check runs only
-// while batches find events recorded.
-func TestNewEventsCheckedPages(t *testing.T) {
-	tx := &eventsTx{recorded: map[string]bool{}}
-	var n newEvents
-	for _, b := range []struct {
-		ids     []string
-		checked bool
-	}{{[]string{"evt_1"}, true}, {[]string{"evt_2"}, false}, {[]string{"evt_3"}, false}, {[]string{"evt_1", "evt_4"}, true}} {
-		evs := make([]store.Event, len(b.ids))
-		for i, id := range b.ids {
-			evs[i] = store.Event{EventID: id}
-		}
-		_, err := n.insert(context.Background(), tx, 1, "stripe", evs, b.checked)
-		require.NoError(t, err)
-	}
-	// checked: direct; then ask (the checked batch taught nothing); all
-	// new: direct; checked: direct.
-	require.Equal(t, []string{"direct", "ask", "direct", "direct"}, tx.calls)
-	require.False(t, n.allNew.Load(), "a checked batch leaves the next one asking")
 }

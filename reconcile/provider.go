@@ -111,10 +111,6 @@ type Page struct {
 	// listed marks a batch read by object listing (path 3): the synthetic
 	// events it records are listed facts, not missed webhooks.
 	listed bool
-	// checked says the store was asked, before the batch's transaction,
-	// which of Events it records: known (prechecker).
-	checked bool
-	known   map[string]bool
 }
 
 // Next is an empty page with room for as many events and changes as p

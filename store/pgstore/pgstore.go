@@ -448,54 +448,6 @@ func (t tx) ReplaceItems(_ context.Context, runID int64, provider string, rows [
 	return nil
 }
 
-var errPoolBusy = errors.New("no spare connection in the pool: asked in the batch's transaction")
-
-// recordedEventsSQL asks which of the events (a JSON array of ids) source's
-// webhook_events holds.
-const recordedEventsSQL = `SELECT w.{event_id} FROM {webhook_events} w
-		WHERE w.{source} = ? AND w.{event_id} IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))`
-
-// RecordedEvents returns which of ids source's webhook_events holds, read on
-// a pooled connection outside any transaction: the engine asks it of a
-// batch before the batch's transaction, beside the batch before it, and
-// sends only the others' payloads (the insert's unique key still decides,
-// so an answer stale by then costs nothing but a payload sent).
-func (s *Store) RecordedEvents(ctx context.Context, source string, ids []string) ([]string, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	// Only a connection no run and no short reader needs: the pool's
-	// size is what its runs hold, plus the readers' headroom (dbopen's
-	// PoolHeadroom, 2). A busy pool leaves the question to the batch's
-	// transaction.
-	if db, err := s.Base.DB.DB(); err == nil {
-		if st := db.Stats(); st.MaxOpenConnections > 0 && st.InUse+1 > st.MaxOpenConnections-2 {
-			return nil, errPoolBusy
-		}
-	}
-	arg, err := sqlbase.JSON(ids)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.Base.DB.WithContext(ctx).Raw(s.Base.Schema.SQL(recordedEventsSQL), source, arg).Rows()
-	if err != nil {
-		return nil, fmt.Errorf("find recorded events: %w", s.Base.Translate(err))
-	}
-	defer rows.Close()
-	var known []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		known = append(known, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("find recorded events: %w", s.Base.Translate(err))
-	}
-	return known, nil
-}
-
 func (t tx) InsertEvents(ctx context.Context, runID int64, source string, rows []store.Event) (int64, error) {
 	if len(rows) == 0 {
 		return 0, nil
@@ -512,7 +464,8 @@ func (t tx) InsertEvents(ctx context.Context, runID int64, source string, rows [
 	if err != nil {
 		return 0, err
 	}
-	known, err := t.c.Strings(t.c.SQL(recordedEventsSQL), source, arg)
+	known, err := t.c.Strings(t.c.SQL(`SELECT w.{event_id} FROM {webhook_events} w
+		WHERE w.{source} = ? AND w.{event_id} IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))`), source, arg)
 	if err != nil {
 		return 0, fmt.Errorf("find recorded events: %w", err)
 	}

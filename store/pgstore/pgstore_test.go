@@ -349,34 +349,3 @@ func insertCaptured(t *testing.T, st *pgstore.Store, from, n int) {
 		return err
 	}))
 }
-
-// TestRecordedEvents: the question asked before a batch's transaction
-// answers which events source records, and declines, without waiting, when
-// the pool has no connection beyond its runs' and the short readers'
-// headroom (two).
-func TestRecordedEvents(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := pgtest.New(t)
-	st := pgstore.New(db.DB, nil)
-	require.NoError(t, db.Exec(`INSERT INTO webhook_events (source, event_id, event_type, payload) VALUES
-		('stripe', 'evt_1', 't', '{}'), ('stripe', 'evt_2', 't', '{}'), ('gocardless', 'evt_3', 't', '{}')`).Error)
-	known, err := st.RecordedEvents(ctx, "stripe", []string{"evt_2", "evt_3", "evt_9", "evt_1"})
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"evt_1", "evt_2"}, known)
-	known, err = st.RecordedEvents(ctx, "stripe", nil)
-	require.NoError(t, err)
-	require.Empty(t, known)
-
-	sqlDB, err := db.DB.DB()
-	require.NoError(t, err)
-	sqlDB.SetMaxOpenConns(3)
-	held, err := sqlDB.Conn(ctx) // a run's transaction: 1 + 2 of headroom
-	require.NoError(t, err)
-	_, err = st.RecordedEvents(ctx, "stripe", []string{"evt_1"})
-	require.Error(t, err, "the headroom is the short readers'")
-	require.NoError(t, held.Close())
-	known, err = st.RecordedEvents(ctx, "stripe", []string{"evt_1"})
-	require.NoError(t, err)
-	require.Equal(t, []string{"evt_1"}, known)
-}
