@@ -133,7 +133,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 		if cr := b.prev[id]; cr != nil {
 			before, facts = cr.before, append(slices.Clip(cr.facts), facts...)
 		}
-		pl := Decide(before, facts)
+		pl := decideInto(before, facts, &e.facts)
 		if bits, ok := e.seen[IDHash(id)]; ok {
 			// The states earlier batches showed are still shown by the
 			// window's log, whether or not the payment is carried: what it

@@ -155,7 +155,20 @@ func SortChanges(cs []Change) {
 // Decide builds the plan for one payment from its local row and all of its
 // facts in the run so far (in any order). It is pure.
 func Decide(local Local, changes []Change) Plan {
-	cs := append([]Change(nil), changes...)
+	var buf []Change
+	return decideInto(local, changes, &buf)
+}
+
+// decideInto is Decide with a buffer for its sorted copy of the facts,
+// kept for the next call (the engine decides a batch's payments one after
+// another: a copy each was the largest of a rerun's allocations after the
+// pages). Nothing of the plan points into the copy; it is cleared after.
+func decideInto(local Local, changes []Change, buf *[]Change) Plan {
+	cs := append((*buf)[:0], changes...)
+	defer func() {
+		clear(cs)
+		*buf = cs[:0]
+	}()
 	SortChanges(cs)
 	p := Plan{ProviderID: firstID(cs)}
 	cur := models.StateNone

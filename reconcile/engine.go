@@ -534,6 +534,7 @@ func planWindow(ctx context.Context, o Options, now time.Time) (window, map[stri
 }
 
 type engine struct {
+	facts    []Change // decideInto's buffer (the writer's)
 	o        Options
 	st       store.Store
 	lock     store.Lock // nil with SkipLock
@@ -688,6 +689,7 @@ func (e *engine) stream(ctx context.Context, w window) error {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	batches := make(chan Page, 1)
+	free := make(chan Page, 2) // pages the writer is done with, for the reader
 	var werr error
 	written := make(chan struct{})
 	go func() {
@@ -702,6 +704,7 @@ func (e *engine) stream(ctx context.Context, w window) error {
 				cancel(err)
 				continue
 			}
+			recycle(p, free)
 			// The run's own batches grow the tables it joins: an empty
 			// schema's are analyzed once they hold enough rows for the
 			// planner's estimates to matter (after batches 1, 2, 4, 8, …;
@@ -719,7 +722,7 @@ func (e *engine) stream(ctx context.Context, w window) error {
 		case <-rctx.Done():
 			return context.Cause(rctx)
 		}
-		pending, ids = pending.Next(), make(map[string]bool, len(ids))
+		pending, ids = pending.nextFrom(free), make(map[string]bool, len(ids))
 		return rctx.Err()
 	}
 	add := func(p Page) error {
