@@ -12,7 +12,7 @@ import (
 // it makes one with a quarter more room.
 func TestPagesRecycled(t *testing.T) {
 	free := make(chan Page, 2)
-	written := Page{Changes: make([]Change, 3, 8), Events: make([]Event, 2, 2), listed: true}
+	written := Page{Changes: make([]Change, 3, 8), Events: make([]Event, 2), listed: true}
 	written.Changes[0] = Change{ProviderID: "pi_1", Payload: []byte(`{}`)}
 	written.Events[0] = Event{ID: "evt_1"}
 	recycle(written, free)
