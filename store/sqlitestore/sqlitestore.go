@@ -226,56 +226,48 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 	if err != nil {
 		return nil, err
 	}
-	moved, err := t.c.Payments(t.c.SQL(applyStepsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
-	if err != nil {
-		return nil, fmt.Errorf("apply transitions: %w", err)
-	}
-	return moved, nil
+	return t.guarded(applyStepsSQL, "apply transitions", arg, provider)
 }
 
 func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) ([]store.Payment, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	arg, err := sqlbase.JSON(rows)
-	if err != nil {
-		return nil, err
-	}
-	raised, err := t.c.Payments(t.c.SQL(raiseRefundsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
-	if err != nil {
-		return nil, fmt.Errorf("raise amount_refunded: %w", err)
-	}
-	return raised, nil
+	return t.guardedJSON(raiseRefundsSQL, "raise amount_refunded", rows, provider)
 }
 
 func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) ([]store.Payment, error) {
 	if len(rows) == 0 || !sqlbase.RecordsSettlements(t.c.Base().Schema) {
 		return nil, nil
 	}
-	arg, err := sqlbase.JSON(rows)
-	if err != nil {
-		return nil, err
-	}
-	settled, err := t.c.Payments(t.c.SQL(recordSettlementsSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
-	if err != nil {
-		return nil, fmt.Errorf("record settlements: %w", err)
-	}
-	return settled, nil
+	return t.guardedJSON(recordSettlementsSQL, "record settlements", rows, provider)
 }
 
 func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) ([]store.Payment, error) {
 	if len(rows) == 0 || !t.c.Base().Schema.Has("amount_captured") {
 		return nil, nil
 	}
+	return t.guardedJSON(recordCapturedSQL, "record captured amounts", rows, provider)
+}
+
+// guardedJSON runs a guarded update of the payments named in rows (encoded
+// as its JSON argument) and returns the rows it changed.
+func (t tx) guardedJSON(q, what string, rows any, provider string) ([]store.Payment, error) {
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
 		return nil, err
 	}
-	captured, err := t.c.Payments(t.c.SQL(recordCapturedSQL), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
+	return t.guarded(q, what, arg, provider)
+}
+
+// guarded runs a guarded update whose batch argument is arg and returns
+// the rows it changed, as they are after it.
+func (t tx) guarded(q, what, arg, provider string) ([]store.Payment, error) {
+	changed, err := t.c.Payments(t.c.SQL(q), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
 	if err != nil {
-		return nil, fmt.Errorf("record captured amounts: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return captured, nil
+	return changed, nil
 }
 
 func (t tx) LoadCarry(_ context.Context, runID int64, ids []string) ([]store.Carry, error) {
