@@ -88,6 +88,9 @@ func TestDeadlockIsRetried(t *testing.T) {
 			n++
 			attempts.Add(1)
 			if _, err := tx.RaiseRefunds(ctx, "stripe", []store.Refund{{ProviderID: first, Amount: amount}}); err != nil {
+				mu.Lock()
+				aborted = append(aborted, err)
+				mu.Unlock()
 				return err
 			}
 			if n == 1 {
@@ -114,12 +117,18 @@ func TestDeadlockIsRetried(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, errA)
 	require.NoError(t, errB)
-	require.Equal(t, int32(3), attempts.Load(), "one of the two ran again")
-	require.Len(t, aborted, 1)
-	require.True(t, pgstore.IsConflict(aborted[0]), "%v", aborted[0])
-	var pg *pgconn.PgError
-	require.ErrorAs(t, aborted[0], &pg)
-	require.Equal(t, "40P01", pg.Code, "a deadlock")
+	// One of the two ran again; under load PostgreSQL may break the cycle
+	// more than once (a CI run saw five attempts, three deadlocks), and
+	// each break is retried: every attempt past the first two is one
+	// deadlock, and nothing else failed.
+	require.NotEmpty(t, aborted, "a deadlock")
+	require.Equal(t, int32(2+len(aborted)), attempts.Load(), "each aborted attempt ran again, once")
+	for _, err := range aborted {
+		require.True(t, pgstore.IsConflict(err), "%v", err)
+		var pg *pgconn.PgError
+		require.ErrorAs(t, err, &pg)
+		require.Equal(t, "40P01", pg.Code, "a deadlock")
+	}
 
 	// Whichever was aborted, the 200s won: a raise never lowers.
 	var got []store.Payment
