@@ -113,15 +113,13 @@ type Page struct {
 	listed bool
 }
 
-// Next is an empty page with room for as many events and changes as p
-// held, and an eighth more: pages and batches run to about one size, and
-// slices of Change (a large struct) grown by doubling were a sixth of a
-// rerun's allocations. It keeps whether p was listed.
-func (p Page) Next() Page { return p.nextFrom(nil) }
-
-// nextFrom is Next taking its slices from a page the writer is done with
-// (free, nil or not), when they are large enough: a month's rerun
-// allocated a tenth of its bytes here.
+// nextFrom is an empty page for the reader's next batch, keeping whether p
+// was listed. Its slices come from a page the writer is done with (free,
+// which may be nil) when each is as large as p's (batches run to about one
+// size); a new one has a quarter more room, so that it fits the batches
+// after it when it comes back. Slices of Change (a large struct) grown by
+// doubling were a sixth of a rerun's allocations, and fresh ones each
+// batch a tenth.
 func (p Page) nextFrom(free <-chan Page) Page {
 	nc, ne := len(p.Changes), len(p.Events)
 	var f Page
@@ -129,10 +127,7 @@ func (p Page) nextFrom(free <-chan Page) Page {
 	case f = <-free:
 	default:
 	}
-	// Each slice as large as p's (batches run to about one size) is kept;
-	// a new one has a quarter more room, so that it fits the batches after
-	// it when it comes back.
-	next := Page{Changes: f.Changes[:0], Events: f.Events[:0], listed: p.listed}
+	next := Page{Changes: f.Changes, Events: f.Events, listed: p.listed}
 	if cap(next.Changes) < nc {
 		next.Changes = make([]Change, 0, nc+nc/4)
 	}
@@ -142,14 +137,21 @@ func (p Page) nextFrom(free <-chan Page) Page {
 	return next
 }
 
-// recycle hands p's slices, cleared, to the reader's next page (free, not
-// waiting when it is full). Nothing may hold p's Changes or Events after:
-// a batch copies its facts (newBatch) and its events (insertEvents).
-func recycle(p Page, free chan<- Page) {
+// Reuse is an empty page holding p's slices, cleared (so that nothing they
+// pointed to is kept alive): a provider's next page, once ListChanges' fn
+// returned, or the reader's, once the writer wrote the batch.
+func (p Page) Reuse() Page {
 	clear(p.Changes)
 	clear(p.Events)
+	return Page{Changes: p.Changes[:0], Events: p.Events[:0]}
+}
+
+// recycle hands p's slices to the reader's next page (free, not waiting
+// when it is full). Nothing may hold p's Changes or Events after: a batch
+// copies its facts (newBatch) and its events (insertEvents).
+func recycle(p Page, free chan<- Page) {
 	select {
-	case free <- Page{Changes: p.Changes[:0], Events: p.Events[:0]}:
+	case free <- p.Reuse():
 	default:
 	}
 }

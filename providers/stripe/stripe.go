@@ -308,9 +308,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		// The next page reuses this one's slices: fn keeps none of them
 		// (reconcile.Provider.ListChanges), and a page's slices fresh each
 		// time were a twelfth of a rerun's allocations.
-		clear(page.Changes)
-		clear(page.Events)
-		page = reconcile.Page{Changes: page.Changes[:0], Events: page.Events[:0]}
+		page = page.Reuse()
 		return err
 	}
 	add := func(ev *leanEvent) error {

@@ -283,77 +283,69 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 	if err != nil {
 		return nil, err
 	}
-	moved, err := t.c.Payments(t.c.SQL(`UPDATE {payments} p
+	return t.guarded(`UPDATE {payments} p
 		SET {state} = v.to_state, {source_updated_at} = v.at,
 		    {amount_refunded} = GREATEST(p.{amount_refunded}, v.refund)[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, to_state text, preds text, at timestamptz, refund bigint)
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
 		  AND p.{state} = ANY(string_to_array(v.preds, ','))
 		  AND (p.{source_updated_at} IS NULL OR p.{source_updated_at} <= v.at
-		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))
-		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
-	if err != nil {
-		return nil, fmt.Errorf("apply transitions: %w", err)
-	}
-	return moved, nil
+		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))`, "apply transitions", arg, provider)
 }
 
 func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) ([]store.Payment, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	arg, err := sqlbase.JSON(rows)
-	if err != nil {
-		return nil, err
-	}
-	raised, err := t.c.Payments(t.c.SQL(`UPDATE {payments} p SET {amount_refunded} = v.refund[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
+	return t.guardedJSON(`UPDATE {payments} p SET {amount_refunded} = v.refund[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, refund bigint)
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
-		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}
-		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
-	if err != nil {
-		return nil, fmt.Errorf("raise amount_refunded: %w", err)
-	}
-	return raised, nil
+		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}`, "raise amount_refunded", rows, provider)
 }
 
 func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) ([]store.Payment, error) {
 	if len(rows) == 0 || !sqlbase.RecordsSettlements(t.c.Base().Schema) {
 		return nil, nil
 	}
-	arg, err := sqlbase.JSON(rows)
-	if err != nil {
-		return nil, err
-	}
-	settled, err := t.c.Payments(t.c.SQL(`UPDATE {payments} p
+	return t.guardedJSON(`UPDATE {payments} p
 		SET {settled_at} = v.at, {payout_id} = coalesce(NULLIF(v.payout_id, ''), p.{payout_id})[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, at timestamptz, payout_id text)
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
 		  AND (p.{settled_at} IS NULL
-		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS DISTINCT FROM v.payout_id AND p.{settled_at} <= v.at))
-		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
-	if err != nil {
-		return nil, fmt.Errorf("record settlements: %w", err)
-	}
-	return settled, nil
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS DISTINCT FROM v.payout_id AND p.{settled_at} <= v.at))`,
+		"record settlements", rows, provider)
 }
 
 func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) ([]store.Payment, error) {
 	if len(rows) == 0 || !t.c.Base().Schema.Has("amount_captured") {
 		return nil, nil
 	}
+	return t.guardedJSON(`UPDATE {payments} p SET {amount_captured} = v.amount_captured[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, amount_captured bigint)
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS DISTINCT FROM v.amount_captured`,
+		"record captured amounts", rows, provider)
+}
+
+// guardedJSON runs a guarded update of the payments named in rows (encoded
+// as its JSON argument) and returns the rows it changed.
+func (t tx) guardedJSON(q, what string, rows any, provider string) ([]store.Payment, error) {
 	arg, err := sqlbase.JSON(rows)
 	if err != nil {
 		return nil, err
 	}
-	captured, err := t.c.Payments(t.c.SQL(`UPDATE {payments} p SET {amount_captured} = v.amount_captured[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
-		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, amount_captured bigint)
-		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS DISTINCT FROM v.amount_captured
+	return t.guarded(q, what, arg, provider)
+}
+
+// guarded runs a guarded update (q: UPDATE {payments} p … FROM its batch
+// argument arg, without RETURNING) and returns the rows it changed, as
+// they are after it.
+func (t tx) guarded(q, what, arg, provider string) ([]store.Payment, error) {
+	changed, err := t.c.Payments(t.c.SQL(q+`
 		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
 	if err != nil {
-		return nil, fmt.Errorf("record captured amounts: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return captured, nil
+	return changed, nil
 }
 
 func (t tx) LoadCarry(_ context.Context, runID int64, ids []string) ([]store.Carry, error) {
