@@ -141,6 +141,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		}
 	}
 	applied := map[string][]Step{}
+	var settledByStep int64 // settlements the steps recorded (store.Step.Settled)
 	// touched are the payments a statement of this batch may have changed;
 	// changed holds each row a statement did change as the last such
 	// statement returned it (the transaction holds its lock: no one else
@@ -168,7 +169,18 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		for _, id := range b.order {
 			if round < len(todo[id]) {
 				s := todo[id][round]
-				steps = append(steps, store.Step{ProviderID: id, To: s.To, At: s.At, Refund: s.AmountRefunded})
+				st := store.Step{ProviderID: id, To: s.To, At: s.At, Refund: s.AmountRefunded}
+				if round == len(todo[id])-1 {
+					// The payment's last step records its settlement too:
+					// a payout that settles a captured payment moved the
+					// row twice, a new row version each (16,583 on an
+					// empty schema's month; issue 16). Below, the row the
+					// step returns says whether the settlement is left.
+					if s := b.plans[id].Settlement; s != nil && settlementChanges(b.rows[id], s.At, s.PayoutID) {
+						st.Settled = &store.Settlement{ProviderID: id, At: s.At, PayoutID: s.PayoutID}
+					}
+				}
+				steps = append(steps, st)
 			}
 		}
 		if len(steps) == 0 {
@@ -177,6 +189,16 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		moved, err := tx.ApplySteps(ctx, a.provider, steps)
 		if err != nil {
 			return nil, 0, err
+		}
+		for _, r := range moved {
+			// The row lacked this settlement as loaded (Settled is sent
+			// only then) and has it now: the step recorded it. (A writer
+			// that recorded the same payout between the load and the step
+			// would be counted here too; the row is right either way.)
+			if s := b.plans[r.ProviderID].Settlement; s != nil && round == len(todo[r.ProviderID])-1 &&
+				settlementChanges(b.rows[r.ProviderID], s.At, s.PayoutID) && hasSettlement(localOf(r), s.At, s.PayoutID) {
+				settledByStep++
+			}
 		}
 		for _, r := range moved {
 			applied[r.ProviderID] = append(applied[r.ProviderID], todo[r.ProviderID][round])
@@ -201,7 +223,14 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 			refunds = append(refunds, store.Refund{ProviderID: id, Amount: pl.RefundTo})
 			touched[id] = true
 		}
-		if s := pl.Settlement; s != nil && (moved || settlementChanges(row, s.At, s.PayoutID)) {
+		settleFrom := row
+		if r, ok := changed[id]; ok {
+			// Moved by a step: the row as the step left it (locked until
+			// the commit), its settlement recorded with the last step
+			// unless the store keeps none or the step was refused.
+			settleFrom = localOf(r)
+		}
+		if s := pl.Settlement; s != nil && settlementChanges(settleFrom, s.At, s.PayoutID) {
 			settles = append(settles, store.Settlement{ProviderID: id, At: s.At, PayoutID: s.PayoutID})
 			touched[id] = true
 		}
@@ -241,7 +270,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 	for _, r := range created {
 		after[r.ProviderID] = localOf(r)
 	}
-	settled := int64(len(settledRows))
+	settled := settledByStep + int64(len(settledRows))
 	out := make(map[string]outcome, len(b.order))
 	for _, id := range b.order {
 		o := outcome{after: b.rows[id], applied: applied[id], inserted: inserted[id]}
@@ -474,6 +503,12 @@ func setOf(ids []string) map[string]bool {
 		m[id] = true
 	}
 	return m
+}
+
+// hasSettlement reports whether row records the payout at (payout "":
+// unknown, any).
+func hasSettlement(row Local, at time.Time, payout string) bool {
+	return row.SettledAt != nil && row.SettledAt.Equal(at) && (payout == "" || row.PayoutID == payout)
 }
 
 // settlementChanges mirrors the guard of store.Tx.RecordSettlements: a row

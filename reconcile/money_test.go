@@ -244,3 +244,28 @@ func TestOutcomeIndependentOfBatchSize(t *testing.T) {
 		})
 	}
 }
+
+// TestSettlementRecordedWithTheStep: a payout that settles a captured
+// payment moves it to settled and records the payout in one statement
+// (store.Step.Settled), counted as a settlement as RecordSettlements' would
+// be.
+func TestSettlementRecordedWithTheStep(t *testing.T) {
+	stores(t, func(t *testing.T, e *env) {
+		pi := e.paid(1000, at(-24*4))
+		e.deliver(func(int, webhooksim.Delivery) bool { return true })
+		po := e.acct.Payout(at(-3), pi)
+		res := e.run(nil)
+		p := e.payment(pi)
+		require.Equal(t, models.StateSettled, p.State)
+		require.Equal(t, po, *p.PayoutID)
+		require.True(t, p.SettledAt.Equal(at(-3)))
+		require.Equal(t, []string{"behind/repaired"}, itemKinds(e.items(res.Run.ID)))
+		require.Equal(t, int64(1), res.Run.SettlementsRecorded)
+		e.verifyEvery()
+
+		// Nothing left to do: the next run records nothing.
+		res = e.run(nil)
+		require.Zero(t, res.Run.SettlementsRecorded)
+		require.Empty(t, e.items(res.Run.ID))
+	})
+}

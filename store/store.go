@@ -138,7 +138,9 @@ type Tx interface {
 	// allowed predecessor of the step's state (models.Predecessors), and
 	// never to an earlier provider time except settled → refunded or
 	// chargeback (models.TimeExempt). It returns the rows that moved, as
-	// they are after the statement (what LoadPayments reads then).
+	// they are after the statement (what LoadPayments reads then). A step
+	// with a settlement records it with the move (Step.Settled): one new row
+	// version instead of two.
 	ApplySteps(ctx context.Context, provider string, steps []Step) ([]Payment, error)
 	// RaiseRefunds raises amount_refunded, never lowering it and never on a
 	// canceled row. It returns the rows it raised, as they are after.
@@ -228,6 +230,12 @@ type Step struct {
 	To         models.State
 	At         time.Time
 	Refund     int64
+	// Settled, when set, is the payout that paid the payment out (its
+	// ProviderID is not read): the statement that moves the row records it
+	// too, under RecordSettlements' guard. A move the guard refuses records
+	// nothing (the caller then sends RecordSettlements); a store whose
+	// schema has no settlement columns ignores it.
+	Settled *Settlement
 }
 
 // Refund raises one payment's amount_refunded to Amount.

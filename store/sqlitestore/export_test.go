@@ -16,6 +16,7 @@ var BatchStatements = expand([]BatchStatement{
 	{"LoadPayments", loadPaymentsSQL, []any{"stripe", `["pi_1"]`}},
 	{"InsertPayments", insertPaymentsSQL, []any{"stripe", "", nil, nil, `[]`}},
 	{"ApplySteps", applyStepsSQL, []any{`[]`, nil, "stripe"}},
+	{"ApplyStepsSettles", applyStepsSettlesSQL, []any{`[]`, nil, "stripe"}},
 	{"RaiseRefunds", raiseRefundsSQL, []any{`[]`, nil, "stripe"}},
 	{"RecordSettlements", recordSettlementsSQL, []any{`[]`, nil, "stripe"}},
 	{"RecordCaptured", recordCapturedSQL, []any{`[]`, nil, "stripe"}},

@@ -73,19 +73,29 @@ const now = `coalesce(` + `strftime('%Y-%m-%d %H:%M:%f+00:00', ?)` + `, strftime
 // spent 87 % of its time in ApplySteps). TestBatchStatementsUseTheIndex
 // holds the plans to this.
 const (
-	applyStepsSQL = `WITH v AS MATERIALIZED (
+	applyStepsSQL        = applyStepsHead + applyStepsTail
+	applyStepsSettlesSQL = applyStepsHead + `,
+		    {settled_at} = CASE WHEN ` + stepSettles + ` THEN strftime('%Y-%m-%d %H:%M:%f+00:00', v.settle_at) ELSE p.{settled_at} END,
+		    {payout_id} = CASE WHEN ` + stepSettles + ` THEN coalesce(NULLIF(v.payout_id, ''), p.{payout_id}) ELSE p.{payout_id} END` + applyStepsTail
+	applyStepsHead = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.to_state') AS to_state,
-		         json_extract(value, '$.preds') AS preds, json_extract(value, '$.at') AS at, json_extract(value, '$.refund') AS refund
+		         json_extract(value, '$.preds') AS preds, json_extract(value, '$.at') AS at, json_extract(value, '$.refund') AS refund,
+		         json_extract(value, '$.settle_at') AS settle_at, json_extract(value, '$.payout_id') AS payout_id
 		  FROM json_each(?))
 		UPDATE {payments} AS p
 		SET {state} = v.to_state, {source_updated_at} = ` + sqlTimeAt + `,
-		    {amount_refunded} = max(p.{amount_refunded}, v.refund)[[updated_at:, {updated_at} = ` + now + `]]
+		    {amount_refunded} = max(p.{amount_refunded}, v.refund)`
+	applyStepsTail = `[[updated_at:, {updated_at} = ` + now + `]]
 		FROM v
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
 		  AND instr(',' || v.preds || ',', ',' || p.{state} || ',') > 0
 		  AND (p.{source_updated_at} IS NULL OR julianday(p.{source_updated_at}) <= julianday(v.at)
 		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))
 		RETURNING ` + sqlbase.PaymentColumns
+	// stepSettles is RecordSettlements' guard for a step's settlement
+	// (store.Step.Settled).
+	stepSettles = `v.settle_at IS NOT NULL AND (p.{settled_at} IS NULL
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS NOT v.payout_id AND julianday(p.{settled_at}) <= julianday(v.settle_at)))`
 
 	raiseRefundsSQL = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.refund') AS refund FROM json_each(?))
@@ -226,7 +236,11 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 	if err != nil {
 		return nil, err
 	}
-	return t.guarded(applyStepsSQL, "apply transitions", arg, provider)
+	q := applyStepsSQL
+	if sqlbase.RecordsSettlements(t.c.Base().Schema) {
+		q = applyStepsSettlesSQL
+	}
+	return t.guarded(q, "apply transitions", arg, provider)
 }
 
 func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) ([]store.Payment, error) {

@@ -28,6 +28,7 @@ var txTests = []test{
 	{"ApplyStepsRefundOnlyRises", testApplyStepsRefundOnlyRises},
 	{"RaiseRefunds", testRaiseRefunds},
 	{"RecordSettlements", testRecordSettlements},
+	{"ApplyStepsRecordSettlements", testApplyStepsRecordSettlements},
 	{"RecordCaptured", testRecordCaptured},
 	{"Carry", testCarry},
 	{"Items", testItems},
@@ -280,11 +281,24 @@ func testRaiseRefunds(t *testing.T, e *env) {
 	e.requirePayments(up, down, same, canceled, refunded, other)
 }
 
-func testRecordSettlements(t *testing.T, e *env) {
+func testRecordSettlements(t *testing.T, e *env) { settlementCases(t, e, false) }
+
+// testApplyStepsRecordSettlements: a step's settlement (store.Step.Settled)
+// is recorded with the move under RecordSettlements' guard, case for case,
+// and not at all when the guard refuses the move.
+func testApplyStepsRecordSettlements(t *testing.T, e *env) { settlementCases(t, e, true) }
+
+// settlementCases runs RecordSettlements' guard cases through
+// RecordSettlements or, viaSteps, through ApplySteps: each row, captured
+// then, moves to settled and records its settlement with the move.
+func settlementCases(t *testing.T, e *env, viaSteps bool) {
 	t0 := e.t0()
 	h := time.Hour
 	at := ptr(t0)
 	seed := func(id string, st models.State, settled *time.Time, payout *string) payment {
+		if viaSteps && st != models.StateCanceled {
+			st = models.StateCaptured
+		}
 		return e.seed(payment{ProviderID: id, State: st, Amount: 100, At: ptr(t0.Add(-48 * h)), SettledAt: settled, PayoutID: payout})
 	}
 	empty := seed("s_empty", models.StateCaptured, nil, nil)
@@ -299,22 +313,39 @@ func testRecordSettlements(t *testing.T, e *env) {
 	refunded := seed("s_refunded", models.StateRefunded, nil, nil)
 	chargeback := seed("s_chargeback", models.StateChargeback, nil, nil)
 	other := e.seed(payment{Provider: "gocardless", ProviderID: "s_empty", State: models.StateCaptured, Amount: 1, At: at})
+	settles := []store.Settlement{
+		{ProviderID: "s_empty", At: t0, PayoutID: "po_1"},
+		{ProviderID: "s_empty_nopayout", At: t0},
+		{ProviderID: "s_same", At: t0.Add(h), PayoutID: "po_1"},
+		{ProviderID: "s_later", At: t0.Add(h), PayoutID: "po_2"},
+		{ProviderID: "s_equal", At: t0, PayoutID: "po_2"},
+		{ProviderID: "s_earlier", At: t0.Add(-e.o.Precision), PayoutID: "po_2"},
+		{ProviderID: "s_lacks", At: t0.Add(h), PayoutID: "po_3"},
+		{ProviderID: "s_lacks_earlier", At: t0.Add(-h), PayoutID: "po_3"},
+		{ProviderID: "s_unknown_payout", At: t0.Add(h)},
+		{ProviderID: "s_refunded", At: t0, PayoutID: "po_1"},
+		{ProviderID: "s_chargeback", At: t0, PayoutID: "po_1"},
+		{ProviderID: "s_missing", At: t0, PayoutID: "po_1"},
+	}
+	var refused payment
+	if viaSteps {
+		// A move the guard refuses records no settlement.
+		refused = seed("s_refused", models.StateCanceled, nil, nil)
+		settles = append(settles, store.Settlement{ProviderID: "s_refused", At: t0, PayoutID: "po_1"})
+	}
 	var filled []string
 	e.tx(e.st, func(tx store.Tx) {
-		rows, err := tx.RecordSettlements(e.ctx, "stripe", []store.Settlement{
-			{ProviderID: "s_empty", At: t0, PayoutID: "po_1"},
-			{ProviderID: "s_empty_nopayout", At: t0},
-			{ProviderID: "s_same", At: t0.Add(h), PayoutID: "po_1"},
-			{ProviderID: "s_later", At: t0.Add(h), PayoutID: "po_2"},
-			{ProviderID: "s_equal", At: t0, PayoutID: "po_2"},
-			{ProviderID: "s_earlier", At: t0.Add(-e.o.Precision), PayoutID: "po_2"},
-			{ProviderID: "s_lacks", At: t0.Add(h), PayoutID: "po_3"},
-			{ProviderID: "s_lacks_earlier", At: t0.Add(-h), PayoutID: "po_3"},
-			{ProviderID: "s_unknown_payout", At: t0.Add(h)},
-			{ProviderID: "s_refunded", At: t0, PayoutID: "po_1"},
-			{ProviderID: "s_chargeback", At: t0, PayoutID: "po_1"},
-			{ProviderID: "s_missing", At: t0, PayoutID: "po_1"},
-		})
+		var rows []store.Payment
+		var err error
+		if viaSteps {
+			steps := make([]store.Step, len(settles))
+			for i, s := range settles {
+				steps[i] = store.Step{ProviderID: s.ProviderID, To: models.StateSettled, At: t0.Add(2 * h), Settled: &s}
+			}
+			rows, err = tx.ApplySteps(e.ctx, "stripe", steps)
+		} else {
+			rows, err = tx.RecordSettlements(e.ctx, "stripe", settles)
+		}
 		require.NoError(t, err)
 		filled = e.requireReturned(tx, rows)
 	})
@@ -328,9 +359,19 @@ func testRecordSettlements(t *testing.T, e *env) {
 	set(&lacks, t0.Add(h), ptr("po_3"))
 	set(&refunded, t0, ptr("po_1"))
 	set(&chargeback, t0, ptr("po_1"))
-	require.ElementsMatch(t, []string{"s_empty", "s_empty_nopayout", "s_later", "s_equal", "s_lacks", "s_refunded", "s_chargeback"}, filled,
-		"the rows it filled in")
-	e.requirePayments(empty, emptyNoPayout, same, later, equal, earlier, lacks, lacksEarlier, unknown, refunded, chargeback, other)
+	all := []*payment{&empty, &emptyNoPayout, &same, &later, &equal, &earlier, &lacks, &lacksEarlier, &unknown, &refunded, &chargeback}
+	if !viaSteps {
+		require.ElementsMatch(t, []string{"s_empty", "s_empty_nopayout", "s_later", "s_equal", "s_lacks", "s_refunded", "s_chargeback"}, filled,
+			"the rows it filled in")
+		e.requirePayments(empty, emptyNoPayout, same, later, equal, earlier, lacks, lacksEarlier, unknown, refunded, chargeback, other)
+		return
+	}
+	moved := make([]string, len(all))
+	for i, p := range all {
+		p.State, p.At, p.UpdatedAt, moved[i] = models.StateSettled, ptr(t0.Add(2*h)), e.now, p.ProviderID
+	}
+	require.ElementsMatch(t, moved, filled, "the rows it moved (s_refused: canceled is terminal)")
+	e.requirePayments(empty, emptyNoPayout, same, later, equal, earlier, lacks, lacksEarlier, unknown, refunded, chargeback, refused, other)
 }
 
 func testRecordCaptured(t *testing.T, e *env) {

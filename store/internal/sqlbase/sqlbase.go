@@ -217,15 +217,20 @@ func JSON(v any) (string, error) {
 // state values (m).
 func StepsJSON(steps []store.Step, m models.AppSchema) (string, error) {
 	type row struct {
-		ProviderID string    `json:"provider_id"`
-		To         string    `json:"to_state"`
-		Preds      string    `json:"preds"`
-		At         time.Time `json:"at"`
-		Refund     int64     `json:"refund"`
+		ProviderID string     `json:"provider_id"`
+		To         string     `json:"to_state"`
+		Preds      string     `json:"preds"`
+		At         time.Time  `json:"at"`
+		Refund     int64      `json:"refund"`
+		SettleAt   *time.Time `json:"settle_at,omitempty"`
+		PayoutID   string     `json:"payout_id,omitempty"`
 	}
 	rows := make([]row, len(steps))
 	for i, s := range steps {
 		rows[i] = row{ProviderID: s.ProviderID, To: m.AppState(s.To), Preds: predsCSV(s.To, m), At: s.At, Refund: s.Refund}
+		if st := s.Settled; st != nil && RecordsSettlements(m) {
+			rows[i].SettleAt, rows[i].PayoutID = &st.At, st.PayoutID
+		}
 		// Fix (found by store/storetest): a move to canceled never raises
 		// amount_refunded, as in the published guard (guard.Advance) and
 		// RaiseRefunds; a released authorisation is not a refund.
