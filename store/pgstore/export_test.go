@@ -15,3 +15,7 @@ var FewRowsStatements = []FewRowsStatement{
 	{"DropCarry", "reconciler_carry", dropCarrySQL, []any{1, `["pi_1","pi_2"]`}},
 	{"DeleteItems", "drift_items", deleteItemsSQL, []any{1, "stripe", `["pi_1","pi_2"]`}},
 }
+
+// The store suite's batches are small: every one of them COPYs its events
+// (copyEvents), and the suite's recorded events make the COPY fall back.
+func init() { copyEventsMin = 1 }

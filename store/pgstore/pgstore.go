@@ -30,7 +30,11 @@ var _ store.Store = (*Store)(nil)
 
 // New returns the store over db (a gorm PostgreSQL connection); c nil means
 // the wall clock.
-func New(db *gorm.DB, c clock.Clock) *Store { return &Store{sqlbase.New(db, c, translate)} }
+func New(db *gorm.DB, c clock.Clock) *Store {
+	b := sqlbase.New(db, c, translate)
+	b.OwnConn = true // a batch COPYs its events (copyEvents)
+	return &Store{b}
+}
 
 // translate maps PostgreSQL's deadlock and serialization failures to
 // store.ErrConflict, keeping the driver's error in the chain, and makes a
@@ -507,9 +511,16 @@ func (t tx) InsertEvents(ctx context.Context, runID int64, source string, rows [
 	return t.InsertEventsDirect(ctx, runID, source, rows)
 }
 
-func (t tx) InsertEventsDirect(_ context.Context, runID int64, source string, rows []store.Event) (int64, error) {
+func (t tx) InsertEventsDirect(ctx context.Context, runID int64, source string, rows []store.Event) (int64, error) {
 	if len(rows) == 0 {
 		return 0, nil
+	}
+	if len(rows) >= copyEventsMin && t.c.Raw != nil {
+		n, done, err := t.copyEvents(ctx, runID, source, rows)
+		if err != nil || done {
+			return n, err
+		}
+		// A row was recorded meanwhile: the INSERT skips it.
 	}
 	n, err := t.c.Int(t.c.SQL(`WITH ins AS (
 		INSERT INTO {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at}[[synthetic:, {synthetic}]][[run_id:, {run_id}]])

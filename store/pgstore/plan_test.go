@@ -1,13 +1,17 @@
 package pgstore_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/reconciler/reconciler/internal/pgtest"
+	"github.com/reconciler/reconciler/store"
 	"github.com/reconciler/reconciler/store/pgstore"
 )
 
@@ -81,4 +85,45 @@ func placeholders(sql string, next func() string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// TestCopyEventsKeepsPayloads: the events' COPY (every batch in these
+// tests: export_test.go) stores each payload as the JSON it was, whatever
+// its whitespace (tabs, newlines, carriage returns end COPY's fields and
+// rows) and escapes (backslashes are COPY's own escape), and stamps
+// processed_at with the server's time when the clock is the wall's.
+func TestCopyEventsKeepsPayloads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	st := pgstore.New(db.DB, nil)
+	payloads := []string{
+		"{\"a\":\t\"tab\\tin\\\\a string\",\n\"b\": [1,\r\n2.50, null],\r\"c\": \"\\u00e9\\\"\\\\N\"}",
+		`{"ends with a backslash pair": "\\"}`,
+		`{"é": "日本", "emoji": "\ud83d\ude00"}`,
+	}
+	var rows []store.Event
+	for i, p := range payloads {
+		rows = append(rows, store.Event{EventID: fmt.Sprintf("evt_%d", i), EventType: "x", Payload: json.RawMessage(p)})
+	}
+	require.NoError(t, db.Exec(`INSERT INTO reconciliation_runs (id, provider, account, window_start, window_end, started_at, status, trigger, dry_run)
+		VALUES (7, 'stripe', '', now(), now(), now(), 'running', 'manual', false)`).Error)
+	var trips atomic.Int64
+	require.NoError(t, st.InTx(store.CountTrips(ctx, &trips), func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.InsertEventsDirect(ctx, 7, "stripe", rows)
+		require.NoError(t, err)
+		require.Equal(t, int64(len(rows)), n)
+		return nil
+	}))
+	require.Equal(t, int64(2+4), trips.Load(), "BEGIN, COMMIT, and the COPY's four: it did not fall back")
+	for i, p := range payloads {
+		var same, stamped, synthetic bool
+		var run int64
+		require.NoError(t, db.Raw(`SELECT payload = CAST(? AS jsonb), processed_at BETWEEN now() - interval '1 minute' AND now(), synthetic, run_id
+			FROM webhook_events WHERE source = 'stripe' AND event_id = ?`, p, fmt.Sprintf("evt_%d", i)).Row().Scan(&same, &stamped, &synthetic, &run))
+		require.True(t, same, "payload %d came back other than it was sent", i)
+		require.True(t, stamped, "processed_at is the server's time")
+		require.True(t, synthetic)
+		require.Equal(t, int64(7), run)
+	}
 }

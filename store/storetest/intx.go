@@ -228,6 +228,7 @@ func testRoundTrips(t *testing.T, e *env) {
 		// that their payloads are not sent again (issue 16).
 		statements++
 	}
+	statements += e.o.EventsTrips
 	require.Equal(t, start+2+statements, e.st.RoundTrips())
 	require.Equal(t, int64(2+statements), mine.Load(), "the caller's own count")
 

@@ -42,6 +42,10 @@ type Options struct {
 	// the dialect loses one: PostgreSQL terminates the backend of the lock's
 	// session; the embedded store's row is taken over by another holder.
 	LoseLock func(t *testing.T, s store.Store, key string)
+	// EventsTrips is the round trips InsertEventsDirect takes beyond one
+	// statement when it writes (PostgreSQL's COPY: its time, a savepoint
+	// and its release).
+	EventsTrips int64
 }
 
 // Run runs the suite. open returns a fresh, migrated, empty database's

@@ -34,7 +34,11 @@ type Base struct {
 	Translate func(error) error
 	// Schema names the application's tables (models.AppSchemaOf the
 	// connection): every statement touching them is written from it.
-	Schema   models.AppSchema
+	Schema models.AppSchema
+	// OwnConn runs each transaction on a connection of its own (gorm's
+	// Connection), which Conn.Raw then reaches: PostgreSQL's store COPYs a
+	// batch's events on it, inside the transaction.
+	OwnConn  bool
 	rendered sync.Map // statement template → SQL in Schema's names
 	trips    atomic.Int64
 }
@@ -64,7 +68,11 @@ func (b *Base) Now() any {
 
 // Conn is one transaction's connection, counting what it sends.
 type Conn struct {
-	Tx    *gorm.DB
+	Tx *gorm.DB
+	// Raw is the connection Tx runs on, when the store asked for one
+	// (Base.OwnConn): its driver connection may be used between Tx's
+	// statements, never during one.
+	Raw   *sql.Conn
 	base  *Base
 	trips *atomic.Int64 // the caller's own count (store.CountTrips), or nil
 }
@@ -97,10 +105,20 @@ func (b *Base) InTx(ctx context.Context, fn func(ctx context.Context, c *Conn) e
 	for attempt := 0; attempt < 8; attempt++ {
 		c := &Conn{base: b, trips: store.TripCounter(ctx)}
 		c.count(2) // BEGIN and COMMIT
-		err = b.Translate(b.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			c.Tx = tx
-			return fn(ctx, c)
-		}))
+		run := func(db *gorm.DB) error {
+			return db.Transaction(func(tx *gorm.DB) error {
+				c.Tx = tx
+				return fn(ctx, c)
+			})
+		}
+		if b.OwnConn {
+			err = b.Translate(b.DB.WithContext(ctx).Connection(func(db *gorm.DB) error {
+				c.Raw, _ = db.Statement.ConnPool.(*sql.Conn)
+				return run(db)
+			}))
+		} else {
+			err = b.Translate(run(b.DB.WithContext(ctx)))
+		}
 		if !errors.Is(err, store.ErrConflict) {
 			return err
 		}
@@ -109,6 +127,17 @@ func (b *Base) InTx(ctx context.Context, fn func(ctx context.Context, c *Conn) e
 		}
 	}
 	return err
+}
+
+// Driver runs f with the transaction's driver connection (Raw must be set:
+// Base.OwnConn), counted as one statement. Nothing else may use the
+// transaction meanwhile.
+func (c *Conn) Driver(f func(driverConn any) error) error {
+	if c.Raw == nil {
+		return errors.New("no connection of the transaction's own (Base.OwnConn unset)")
+	}
+	c.count(1)
+	return c.Raw.Raw(f)
 }
 
 // Exec sends one statement.

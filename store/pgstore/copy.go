@@ -1,0 +1,137 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/reconciler/reconciler/store"
+)
+
+// copyEventsMin is the number of new events from which a batch COPYs them
+// instead of sending one JSON document for jsonb_to_recordset: PostgreSQL
+// parsed each batch's document (a megabyte of payloads on an empty schema)
+// and then built every payload's jsonb again from it, and the job wrote the
+// document and pgx copied it twice more. Below it the four round trips a
+// COPY takes (the time, a savepoint, the COPY, its release) cost more than
+// they save.
+var copyEventsMin = 64
+
+const copySavepoint = "reconciler_copy_events"
+
+// copyEvents COPYs rows into webhook_events inside the transaction and
+// returns how many it wrote, with done true. A row recorded meanwhile (a
+// webhook delivered between the batch's question and now: COPY has no ON
+// CONFLICT) undoes the COPY (a savepoint) and returns done false: the
+// caller INSERTs them with ON CONFLICT DO NOTHING instead.
+func (t tx) copyEvents(ctx context.Context, runID int64, source string, rows []store.Event) (n int64, done bool, err error) {
+	var at time.Time
+	if err := t.c.Scan(func(r *sql.Rows) error { return r.Scan(&at) },
+		`SELECT coalesce(CAST(? AS timestamptz), now())`, t.now()); err != nil {
+		return 0, false, fmt.Errorf("insert synthetic events: %w", err)
+	}
+	m := t.c.Base().Schema
+	body := copyEventsText(rows, source, at, m.Has("synthetic"), m.Has("run_id"), runID)
+	q := t.c.SQL(`COPY {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at}[[synthetic:, {synthetic}]][[run_id:, {run_id}]]) FROM STDIN`)
+	if err := t.c.Exec(`SAVEPOINT ` + copySavepoint); err != nil {
+		return 0, false, fmt.Errorf("insert synthetic events: %w", err)
+	}
+	err = t.c.Driver(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("COPY needs pgx's connection, not %T", dc)
+		}
+		tag, err := sc.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(body), q)
+		n = tag.RowsAffected()
+		return err
+	})
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == "23505" {
+		if err := t.c.Exec(`ROLLBACK TO SAVEPOINT ` + copySavepoint); err != nil {
+			return 0, false, fmt.Errorf("insert synthetic events: %w", err)
+		}
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("insert synthetic events: %w", err)
+	}
+	if err := t.c.Exec(`RELEASE SAVEPOINT ` + copySavepoint); err != nil {
+		return 0, false, fmt.Errorf("insert synthetic events: %w", err)
+	}
+	return n, true, nil
+}
+
+// copyEventsText is rows in COPY's text format, in copyEvents' columns: an
+// event to deliver (store.Event.Deliver) has processed_at NULL, the others
+// at.
+func copyEventsText(rows []store.Event, source string, at time.Time, synthetic, withRun bool, runID int64) []byte {
+	n := 0
+	for _, r := range rows {
+		n += len(r.Payload) + len(r.EventID) + len(r.EventType) + len(source) + 64
+	}
+	b := make([]byte, 0, n+n/16)
+	stamp := at.UTC().AppendFormat(nil, "2006-01-02 15:04:05.999999Z07:00")
+	run := strconv.AppendInt(nil, runID, 10)
+	for _, r := range rows {
+		b = copyField(b, source)
+		b = append(b, '\t')
+		b = copyField(b, r.EventID)
+		b = append(b, '\t')
+		b = copyField(b, r.EventType)
+		b = append(b, '\t')
+		if len(r.Payload) == 0 {
+			b = append(b, `null`...)
+		} else {
+			b = copyField(b, r.Payload)
+		}
+		b = append(b, '\t')
+		if r.Deliver {
+			b = append(b, `\N`...)
+		} else {
+			b = append(b, stamp...)
+		}
+		if synthetic {
+			b = append(b, "\tt"...)
+		}
+		if withRun {
+			b = append(b, '\t')
+			b = append(b, run...)
+		}
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// copyField appends s escaped for COPY's text format: a backslash, and
+// the tab, newline and carriage return that end fields and rows. It copies
+// the runs between them whole (a payload has a backslash in every escaped
+// quote).
+func copyField[S ~string | ~[]byte](b []byte, s S) []byte {
+	start := 0
+	for i := 0; i < len(s); i++ {
+		var e byte
+		switch s[i] {
+		case '\\':
+			e = '\\'
+		case '\t':
+			e = 't'
+		case '\n':
+			e = 'n'
+		case '\r':
+			e = 'r'
+		default:
+			continue
+		}
+		b = append(b, s[start:i]...)
+		b = append(b, '\\', e)
+		start = i + 1
+	}
+	return append(b, s[start:]...)
+}
