@@ -26,6 +26,8 @@ var copyEventsMin = 64
 
 const copySavepoint = "reconciler_copy_events"
 
+var errNotPgx = errors.New("not pgx's connection")
+
 // copyEvents COPYs rows into webhook_events inside the transaction and
 // returns how many it wrote, with done true. A row recorded meanwhile (a
 // webhook delivered between the batch's question and now: COPY has no ON
@@ -46,14 +48,14 @@ func (t tx) copyEvents(ctx context.Context, runID int64, source string, rows []s
 	err = t.c.Driver(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("COPY needs pgx's connection, not %T", dc)
+			return errNotPgx // a pool of another driver: the INSERT does
 		}
 		tag, err := sc.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(body), q)
 		n = tag.RowsAffected()
 		return err
 	})
 	var pg *pgconn.PgError
-	if errors.As(err, &pg) && pg.Code == "23505" {
+	if errors.As(err, &pg) && pg.Code == "23505" || errors.Is(err, errNotPgx) {
 		if err := t.c.Exec(`ROLLBACK TO SAVEPOINT ` + copySavepoint); err != nil {
 			return 0, false, fmt.Errorf("insert synthetic events: %w", err)
 		}
