@@ -119,8 +119,8 @@ func TestCopyEventsKeepsPayloads(t *testing.T) {
 	for i, p := range payloads {
 		var same, stamped, synthetic bool
 		var run int64
-		require.NoError(t, db.Raw(`SELECT payload = CAST(? AS jsonb), processed_at BETWEEN now() - interval '1 minute' AND now(), synthetic, run_id
-			FROM webhook_events WHERE source = 'stripe' AND event_id = ?`, p, fmt.Sprintf("evt_%d", i)).Row().Scan(&same, &stamped, &synthetic, &run))
+		require.NoError(t, db.Raw(st.AppSchema().SQL(`SELECT {payload} = CAST(? AS jsonb), {processed_at} BETWEEN now() - interval '1 minute' AND now(), {synthetic}, {run_id}
+			FROM {webhook_events} WHERE {source} = 'stripe' AND {event_id} = ?`), p, fmt.Sprintf("evt_%d", i)).Row().Scan(&same, &stamped, &synthetic, &run))
 		require.True(t, same, "payload %d came back other than it was sent", i)
 		require.True(t, stamped, "processed_at is the server's time")
 		require.True(t, synthetic)
