@@ -41,6 +41,23 @@ func at(unix int64) time.Time { return time.Unix(unix, 0).UTC() }
 // balance transactions it paid out (one list request per 100 charges), and
 // payout.reconciliation_completed lists them again once Stripe says the
 // list is complete.
+// payoutEach hands each change of a payout event to emit as its balance
+// transactions are read (mapEvent's, streamed).
+func (p *Provider) payoutEach(ctx context.Context, account string, ev *leanEvent, emit func(reconcile.Change) error) error {
+	if ev.obj == nil {
+		return fmt.Errorf("stripe event %s has no data", ev.ID)
+	}
+	// The payout fields read (id, automatic, reconciliation_status) are
+	// rendered alike in every version, and its balance transactions are
+	// fetched in the pinned one.
+	var po leanPayout
+	if err := fill(ev.obj, &po); err != nil {
+		return fmt.Errorf("decode payout in stripe event %s: %w", ev.ID, err)
+	}
+	base := reconcile.Change{At: at(ev.Created), EventID: ev.ID, EventType: ev.Type}
+	return p.payoutEventEach(ctx, account, base, ev.Type, po, emit)
+}
+
 func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) ([]reconcile.Change, error) {
 	if ev.obj == nil {
 		return nil, fmt.Errorf("stripe event %s has no data", ev.ID)
@@ -55,14 +72,12 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 		return nil
 	}
 	if strings.HasPrefix(typ, "payout.") {
-		// The payout fields read (id, automatic, reconciliation_status) are
-		// rendered alike in every version, and its balance transactions are
-		// fetched in the pinned one.
-		var po leanPayout
-		if err := decode("payout", &po); err != nil {
-			return nil, err
-		}
-		return p.payoutEvent(ctx, account, base, typ, po)
+		var out []reconcile.Change
+		err := p.payoutEach(ctx, account, ev, func(c reconcile.Change) error {
+			out = append(out, c)
+			return nil
+		})
+		return out, err
 	}
 	vdate, known := versionDate(ev.APIVersion)
 	if !known {

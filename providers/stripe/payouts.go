@@ -15,7 +15,7 @@ import (
 	"github.com/reconciler/reconciler/reconcile"
 )
 
-// payoutEvent maps a payout event (docs/providers/stripe.md, sections 4, 5,
+// payoutEventEach maps a payout event (docs/providers/stripe.md, sections 4, 5,
 // 15 and 16). payout.paid settles every charge the payout's balance
 // transactions name; while Stripe is still assigning transactions to it
 // (reconciliation_status in_progress) that list may be short, so
@@ -23,21 +23,10 @@ import (
 // payout requested by hand cannot be listed at all: its account settles by
 // balance availability (settleAvailable). payout.failed and payout.canceled
 // after paid make each payment it paid out a conflict naming it.
-func (p *Provider) payoutEvent(ctx context.Context, account string, base reconcile.Change, typ string, po leanPayout) ([]reconcile.Change, error) {
-	var out []reconcile.Change
-	err := p.payoutEventEach(ctx, account, base, typ, po, func(c reconcile.Change) error {
-		out = append(out, c)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// payoutEventEach is payoutEvent handing each change to emit as its
-// balance transaction is read, so that a payout of 70,000 charges is never
-// held whole (object listing streams it).
+//
+// Each change goes to emit as its balance transaction is read, so that a
+// payout of 70,000 charges is never held whole (the event stream and the
+// object listing both stream it).
 func (p *Provider) payoutEventEach(ctx context.Context, account string, base reconcile.Change, typ string, po leanPayout, emit func(reconcile.Change) error) error {
 	if po.Manual {
 		p.log.Debug("manual payout: Stripe lists no balance transactions for it", "payout_id", po.ID, "event_id", base.EventID)

@@ -257,3 +257,51 @@ func TestErrorsNameStatusNotKey(t *testing.T) {
 	require.NotContains(t, err.Error(), "sk_test_x")
 	require.Equal(t, int64(6), p.Requests(), "one request and five retries")
 }
+
+// TestLargePayoutIsStreamed: a payout of 2,500 charges reaches the engine
+// in pages of at most a thousand of its changes as its balance
+// transactions are read, never held whole: the first page is handed on
+// after 11 of its 25 pages of balance transactions. The payout's event
+// goes with the first page; the cursor moves past it only with the last.
+func TestLargePayoutIsStreamed(t *testing.T) {
+	fake, p := setup(t)
+	a := fake.Account("")
+	var pis []string
+	for i := range 2500 {
+		pi := a.CreatePayment(int64(100+i), "gbp", false, now.Add(-50*time.Hour))
+		a.Capture(pi, now.Add(-50*time.Hour))
+		pis = append(pis, pi)
+	}
+	a.Payout(now.Add(-time.Hour), pis...)
+	type seen struct {
+		events, changes int
+		cursor          string
+		btPages         int64
+	}
+	var pages []seen
+	settled := map[string]bool{}
+	var payoutEvent string
+	require.NoError(t, p.ListChanges(context.Background(), reconcile.ListParams{Since: now.Add(-2 * time.Hour), Until: now}, func(pg reconcile.Page) error {
+		for _, e := range pg.Events {
+			if e.Type == "payout.paid" {
+				payoutEvent = e.ID
+			}
+		}
+		for _, c := range pg.Changes {
+			require.Equal(t, models.StateSettled, c.State)
+			settled[c.ProviderID] = true
+		}
+		pages = append(pages, seen{len(pg.Events), len(pg.Changes), pg.Cursor, fake.RequestsByPath()["/v1/balance_transactions"]})
+		return nil
+	}))
+	require.Len(t, settled, 2500)
+	require.NotEmpty(t, payoutEvent)
+	require.Len(t, pages, 3, "%+v", pages)
+	require.Equal(t, []int{1000, 1000, 500}, []int{pages[0].changes, pages[1].changes, pages[2].changes})
+	require.Equal(t, 1, pages[0].events, "the payout's event goes with its first page")
+	require.Zero(t, pages[1].events+pages[2].events)
+	require.NotEqual(t, payoutEvent, pages[0].cursor)
+	require.NotEqual(t, payoutEvent, pages[1].cursor)
+	require.Equal(t, payoutEvent, pages[2].cursor, "the cursor moves past the payout with its last page")
+	require.Less(t, pages[0].btPages, int64(25), "the first page was handed on before the payout's last balance transactions were read")
+}
