@@ -166,6 +166,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 	}
 	for round := 0; ; round++ {
 		var steps []store.Step
+		sent := map[string]*store.Settlement{} // the settlements this round's steps carry
 		for _, id := range b.order {
 			if round < len(todo[id]) {
 				s := todo[id][round]
@@ -178,6 +179,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 					// step returns says whether the settlement is left.
 					if s := b.plans[id].Settlement; s != nil && settlementChanges(b.rows[id], s.At, s.PayoutID) {
 						st.Settled = &store.Settlement{ProviderID: id, At: s.At, PayoutID: s.PayoutID}
+						sent[id] = st.Settled
 					}
 				}
 				steps = append(steps, st)
@@ -191,17 +193,14 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 			return nil, 0, err
 		}
 		for _, r := range moved {
+			applied[r.ProviderID] = append(applied[r.ProviderID], todo[r.ProviderID][round])
 			// The row lacked this settlement as loaded (Settled is sent
 			// only then) and has it now: the step recorded it. (A writer
 			// that recorded the same payout between the load and the step
 			// would be counted here too; the row is right either way.)
-			if s := b.plans[r.ProviderID].Settlement; s != nil && round == len(todo[r.ProviderID])-1 &&
-				settlementChanges(b.rows[r.ProviderID], s.At, s.PayoutID) && hasSettlement(localOf(r), s.At, s.PayoutID) {
+			if s := sent[r.ProviderID]; s != nil && hasSettlement(localOf(r), s.At, s.PayoutID) {
 				settledByStep++
 			}
-		}
-		for _, r := range moved {
-			applied[r.ProviderID] = append(applied[r.ProviderID], todo[r.ProviderID][round])
 		}
 		keep(moved)
 	}

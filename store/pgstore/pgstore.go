@@ -301,15 +301,20 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))`, "apply transitions", arg, provider)
 }
 
+// settles is RecordSettlements' guard, the payout's time in v's column at:
+// the row has no settled_at, or names another payout, paid no later.
+func settles(at string) string {
+	return `(p.{settled_at} IS NULL
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS DISTINCT FROM v.payout_id AND p.{settled_at} <= ` + at + `))`
+}
+
 // applyStepsSettleSQL records a step's settlement (store.Step.Settled) with
-// the move, under RecordSettlements' guard: the row's settled_at when it
-// has none, or a later payout than the one it names.
-const applyStepsSettleSQL = `,
+// the move, under RecordSettlements' guard.
+var applyStepsSettleSQL = `,
 		    {settled_at} = CASE WHEN ` + stepSettles + ` THEN v.settle_at ELSE p.{settled_at} END,
 		    {payout_id} = CASE WHEN ` + stepSettles + ` THEN coalesce(NULLIF(v.payout_id, ''), p.{payout_id}) ELSE p.{payout_id} END`
 
-const stepSettles = `v.settle_at IS NOT NULL AND (p.{settled_at} IS NULL
-		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS DISTINCT FROM v.payout_id AND p.{settled_at} <= v.settle_at))`
+var stepSettles = `v.settle_at IS NOT NULL AND ` + settles("v.settle_at")
 
 func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund) ([]store.Payment, error) {
 	if len(rows) == 0 {
@@ -329,9 +334,7 @@ func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.S
 		SET {settled_at} = v.at, {payout_id} = coalesce(NULLIF(v.payout_id, ''), p.{payout_id})[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, at timestamptz, payout_id text)
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
-		  AND (p.{settled_at} IS NULL
-		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS DISTINCT FROM v.payout_id AND p.{settled_at} <= v.at))`,
-		"record settlements", rows, provider)
+		  AND `+settles("v.at"), "record settlements", rows, provider)
 }
 
 func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) ([]store.Payment, error) {

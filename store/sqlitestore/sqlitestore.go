@@ -73,10 +73,7 @@ const now = `coalesce(` + `strftime('%Y-%m-%d %H:%M:%f+00:00', ?)` + `, strftime
 // spent 87 % of its time in ApplySteps). TestBatchStatementsUseTheIndex
 // holds the plans to this.
 const (
-	applyStepsSQL        = applyStepsHead + applyStepsTail
-	applyStepsSettlesSQL = applyStepsHead + `,
-		    {settled_at} = CASE WHEN ` + stepSettles + ` THEN strftime('%Y-%m-%d %H:%M:%f+00:00', v.settle_at) ELSE p.{settled_at} END,
-		    {payout_id} = CASE WHEN ` + stepSettles + ` THEN coalesce(NULLIF(v.payout_id, ''), p.{payout_id}) ELSE p.{payout_id} END` + applyStepsTail
+	applyStepsSQL  = applyStepsHead + applyStepsTail
 	applyStepsHead = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.to_state') AS to_state,
 		         json_extract(value, '$.preds') AS preds, json_extract(value, '$.at') AS at, json_extract(value, '$.refund') AS refund,
@@ -92,10 +89,6 @@ const (
 		  AND (p.{source_updated_at} IS NULL OR julianday(p.{source_updated_at}) <= julianday(v.at)
 		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))
 		RETURNING ` + sqlbase.PaymentColumns
-	// stepSettles is RecordSettlements' guard for a step's settlement
-	// (store.Step.Settled).
-	stepSettles = `v.settle_at IS NOT NULL AND (p.{settled_at} IS NULL
-		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS NOT v.payout_id AND julianday(p.{settled_at}) <= julianday(v.settle_at)))`
 
 	raiseRefundsSQL = `WITH v AS MATERIALIZED (
 		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.refund') AS refund FROM json_each(?))
@@ -103,17 +96,6 @@ const (
 		FROM v
 		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
 		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}
-		RETURNING ` + sqlbase.PaymentColumns
-
-	recordSettlementsSQL = `WITH v AS MATERIALIZED (
-		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.at') AS at,
-		         json_extract(value, '$.payout_id') AS payout_id FROM json_each(?))
-		UPDATE {payments} AS p
-		SET {settled_at} = ` + sqlTimeAt + `, {payout_id} = coalesce(NULLIF(v.payout_id, ''), p.{payout_id})[[updated_at:, {updated_at} = ` + now + `]]
-		FROM v
-		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
-		  AND (p.{settled_at} IS NULL
-		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS NOT v.payout_id AND julianday(p.{settled_at}) <= julianday(v.at)))
 		RETURNING ` + sqlbase.PaymentColumns
 
 	recordCapturedSQL = `WITH v AS MATERIALIZED (
@@ -176,6 +158,33 @@ const (
 
 	missingEventsSQL = `SELECT count(*) FROM json_each(?) AS v
 		WHERE NOT EXISTS (SELECT 1 FROM {webhook_events} w WHERE w.{source} = ? AND w.{event_id} = v.value)`
+)
+
+// settles is RecordSettlements' guard, the payout's time in v's column at:
+// the row has no settled_at, or names another payout, paid no later.
+func settles(at string) string {
+	return `(p.{settled_at} IS NULL
+		       OR (NULLIF(v.payout_id, '') IS NOT NULL AND p.{payout_id} IS NOT v.payout_id AND julianday(p.{settled_at}) <= julianday(` + at + `)))`
+}
+
+// The statements that record a settlement share its guard (settles).
+var (
+	recordSettlementsSQL = `WITH v AS MATERIALIZED (
+		  SELECT json_extract(value, '$.provider_id') AS provider_id, json_extract(value, '$.at') AS at,
+		         json_extract(value, '$.payout_id') AS payout_id FROM json_each(?))
+		UPDATE {payments} AS p
+		SET {settled_at} = ` + sqlTimeAt + `, {payout_id} = coalesce(NULLIF(v.payout_id, ''), p.{payout_id})[[updated_at:, {updated_at} = ` + now + `]]
+		FROM v
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
+		  AND ` + settles("v.at") + `
+		RETURNING ` + sqlbase.PaymentColumns
+
+	// applyStepsSettlesSQL records a step's settlement (store.Step.Settled)
+	// with the move, under the same guard.
+	applyStepsSettlesSQL = applyStepsHead + `,
+		    {settled_at} = CASE WHEN ` + stepSettles + ` THEN strftime('%Y-%m-%d %H:%M:%f+00:00', v.settle_at) ELSE p.{settled_at} END,
+		    {payout_id} = CASE WHEN ` + stepSettles + ` THEN coalesce(NULLIF(v.payout_id, ''), p.{payout_id}) ELSE p.{payout_id} END` + applyStepsTail
+	stepSettles = `v.settle_at IS NOT NULL AND ` + settles("v.settle_at")
 )
 
 // The stored form of a batch's times (v.at, an element's at and
