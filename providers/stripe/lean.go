@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 
 	stripego "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/form"
@@ -83,20 +82,169 @@ func (l *leanEventList) parse(p *fastjson.Parser, b []byte) error {
 	}
 	l.events = make([]*leanEvent, len(arr))
 	evs := make([]leanEvent, len(arr))
-	// The events' JSON, re-encoded compactly, shares one buffer a page: a
-	// slice of it each, capped so that no append can reach the next.
-	raw := make([]byte, 0, len(b))
+	// Each event's JSON is the page's own bytes, as the provider sent them
+	// (a slice of b each, capped so that no append can reach the next):
+	// b is the page's alone and outlives the events. Re-encoding every
+	// event (fastjson's MarshalTo) into a second buffer the size of the
+	// page was a tenth of a rerun's allocations. A page whose elements
+	// cannot be found in it (never for valid JSON; dataSpans is cautious)
+	// is re-encoded as before.
+	spans := dataSpans(b, len(arr))
+	var raw []byte
+	if spans == nil {
+		raw = make([]byte, 0, len(b))
+	}
 	for i, e := range arr {
 		ev := &evs[i]
 		if err := parseEvent(e, ev); err != nil {
 			return err
 		}
-		start := len(raw)
-		raw = e.MarshalTo(raw)
-		ev.raw = raw[start:len(raw):len(raw)]
+		if spans != nil {
+			ev.raw = b[spans[i][0]:spans[i][1]:spans[i][1]]
+		} else {
+			start := len(raw)
+			raw = e.MarshalTo(raw)
+			ev.raw = raw[start:len(raw):len(raw)]
+		}
 		l.events[i] = ev
 	}
 	return nil
+}
+
+// dataSpans returns where each of the n elements of the top-level "data"
+// array of b, a list page fastjson has parsed (so valid JSON), lies in b,
+// or nil when it cannot say for sure: a key written with escapes (which
+// fastjson would unescape), or a count other than n. Like fastjson's Get,
+// it takes the first "data" key.
+func dataSpans(b []byte, n int) [][2]int {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil
+	}
+	i++
+	for {
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return nil // '}' included: no data
+		}
+		end := skipString(b, i)
+		if end < 0 {
+			return nil
+		}
+		key := b[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return nil
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil
+		}
+		i = skipSpace(b, i+1)
+		if string(key) == "data" {
+			return arraySpans(b, i, n)
+		}
+		if i = skipValue(b, i); i < 0 {
+			return nil
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != ',' {
+			return nil
+		}
+		i++
+	}
+}
+
+// arraySpans returns the spans of the n elements of the array at b[i].
+func arraySpans(b []byte, i, n int) [][2]int {
+	if i >= len(b) || b[i] != '[' {
+		return nil
+	}
+	spans := make([][2]int, 0, n)
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return spans[:0:0] // empty, not nil
+	}
+	for {
+		start := skipSpace(b, i)
+		end := skipValue(b, start)
+		if end < 0 || len(spans) == n {
+			return nil
+		}
+		spans = append(spans, [2]int{start, end})
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return nil
+		}
+		switch b[i] {
+		case ',':
+			i++
+		case ']':
+			if len(spans) != n {
+				return nil
+			}
+			return spans
+		default:
+			return nil
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at b[i] (a
+// quote), or -1.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// skipValue returns the index just past the value starting at b[i], or -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				if j = skipString(b, j); j < 0 {
+					return -1
+				}
+				j--
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i // a number, true, false or null
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\r' && b[j] != '\t' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
 }
 
 func parseEvent(e *fastjson.Value, ev *leanEvent) error {
@@ -132,8 +280,46 @@ func str(v *fastjson.Value, key string, required bool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s is not a string", key)
 	}
+	switch key {
+	case "type", "status", "currency", "object", "api_version", "reason", "reconciliation_status":
+		// A field of a few values (the lookup does not allocate): a copy
+		// of each was a fifth of a rerun's allocations.
+		if s, ok := vocabulary[string(b)]; ok {
+			return s, nil
+		}
+	}
 	return string(b), nil
 }
+
+// vocabulary is the common values of the few-valued fields the mapping
+// reads; any other value is copied as read (it only saves allocations).
+var vocabulary = func() map[string]string {
+	m := map[string]string{}
+	for _, list := range [][]string{
+		EventTypes,
+		// objects, and balance transaction types
+		{"event", "list", "payment_intent", "charge", "refund", "dispute", "payout", "balance_transaction",
+			"payment", "payment_refund", "adjustment", "stripe_fee", "application_fee", "transfer", "payout_cancel", "payout_failure"},
+		// statuses: payment intent, charge, refund, dispute, payout, balance transaction
+		{"requires_payment_method", "requires_confirmation", "requires_action", "processing", "requires_capture", "canceled", "succeeded",
+			"pending", "failed", "warning_needs_response", "warning_under_review", "warning_closed", "needs_response", "under_review",
+			"won", "lost", "prevented", "paid", "in_transit", "available", "completed", "in_progress", "not_applicable"},
+		// dispute reasons
+		{"bank_cannot_process", "check_returned", "credit_not_processed", "customer_initiated", "debit_not_authorized", "duplicate",
+			"fraudulent", "general", "incorrect_account_details", "insufficient_funds", "product_not_received", "product_unacceptable",
+			"subscription_canceled", "unrecognized"},
+		// the currencies most accounts settle in
+		{"usd", "eur", "gbp", "cad", "aud", "jpy", "chf", "sek", "nok", "dkk", "nzd", "sgd", "hkd", "mxn", "brl", "pln", "czk", "inr"},
+		// API versions an account is commonly pinned to
+		{"2020-08-27", "2022-08-01", "2022-11-15", "2023-08-16", "2023-10-16", "2024-04-10", "2024-06-20", "2024-09-30.acacia",
+			"2024-10-28.acacia", "2024-11-20.acacia", "2024-12-18.acacia", "2025-01-27.acacia", "2025-02-24.acacia", "2025-03-31.basil"},
+	} {
+		for _, v := range list {
+			m[v] = v
+		}
+	}
+	return m
+}()
 
 // num reads an integer field; absent is 0 unless required.
 func num(v *fastjson.Value, key string, required bool) (int64, error) {
@@ -348,7 +534,13 @@ func (p *Provider) eventIter(params *stripego.EventListParams, reuse bool) *stri
 			pp, bb = new(fastjson.Parser), new(bytes.Buffer)
 		}
 		bb.Reset()
-		if err := p.rawPage("/v1/events", p.api.Events.Key, sp, b, bb, func(body []byte) error { return list.parse(pp, body) }); err != nil {
+		if err := p.rawPage("/v1/events", p.api.Events.Key, sp, b, bb, func(body []byte) error {
+			// The events' JSON are slices of the page (parse), which is
+			// theirs alone: a copy of the body the size it is. Bodies come
+			// gzipped, without a length, into a buffer grown by doubling
+			// and reused.
+			return list.parse(pp, bytes.Clone(body))
+		}); err != nil {
 			return nil, list, err
 		}
 		out := make([]interface{}, len(list.events))
@@ -363,7 +555,13 @@ func (p *Provider) eventIter(params *stripego.EventListParams, reuse bool) *stri
 func (p *Provider) btIter(params *stripego.BalanceTransactionListParams) *stripego.Iter {
 	return stripego.GetIter(params, func(sp *stripego.Params, b *form.Values) ([]interface{}, stripego.ListContainer, error) {
 		list := &leanBTList{}
-		err := p.rawPage("/v1/balance_transactions", p.api.BalanceTransactions.Key, sp, b, new(bytes.Buffer), list.parse)
+		// Nothing of a page of balance transactions outlives its parse (they
+		// are copied out), so its body's buffer is reused too.
+		r := getBTReader()
+		err := p.rawPage("/v1/balance_transactions", p.api.BalanceTransactions.Key, sp, b, &r.body, func(b []byte) error { return list.parse(&r.parser, b) })
+		if err == nil {
+			putBTReader(r) // an error's LastResponse keeps the body
+		}
 		out := make([]interface{}, len(list.Data))
 		for i, v := range list.Data {
 			out[i] = v
@@ -410,16 +608,39 @@ func (p *Provider) rawPage(path, key string, sp *stripego.Params, q *form.Values
 	return nil
 }
 
-var btParsers = sync.Pool{New: func() any { return new(fastjson.Parser) }}
+// btReader is a body's buffer and a parser for pages of balance
+// transactions, which are copied out whole (no value of the parser, and
+// nothing of the body, outlives the page): a fresh parser grows its value
+// cache from nothing for every page. A few are kept for the next pages;
+// not in a sync.Pool, which the collector empties about as often as a page
+// is read.
+type btReader struct {
+	body   bytes.Buffer
+	parser fastjson.Parser
+}
+
+var btReaders = make(chan *btReader, 2)
+
+func getBTReader() *btReader {
+	select {
+	case r := <-btReaders:
+		r.body.Reset()
+		return r
+	default:
+		return new(btReader)
+	}
+}
+
+func putBTReader(r *btReader) {
+	select {
+	case btReaders <- r:
+	default:
+	}
+}
 
 // parse reads a page of balance transactions with fastjson, like the
 // events: a field of the wrong type is an error, never a silent zero.
-func (l *leanBTList) parse(b []byte) error {
-	// A balance transaction is copied out whole (no value of the parser
-	// outlives the page), so parsers are reused: a fresh one grows its
-	// value cache from nothing for every page.
-	p := btParsers.Get().(*fastjson.Parser)
-	defer btParsers.Put(p)
+func (l *leanBTList) parse(p *fastjson.Parser, b []byte) error {
 	arr, err := listData(p, b, &l.HasMore)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -235,10 +236,15 @@ func (c *Conn) Carries(q string, args ...any) ([]store.Carry, error) {
 	return out, err
 }
 
-// JSON encodes a batch argument.
+// JSON encodes a batch argument. The string is json.Marshal's bytes, which
+// nothing else holds, without the copy string() would make: the batch
+// arguments were a tenth of an empty month's allocations.
 func JSON(v any) (string, error) {
 	b, err := json.Marshal(v)
-	return string(b), err
+	if err != nil || len(b) == 0 {
+		return "", err
+	}
+	return unsafe.String(&b[0], len(b)), nil
 }
 
 // StepsJSON encodes steps with each state's allowed predecessors, which the

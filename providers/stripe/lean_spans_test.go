@@ -1,0 +1,190 @@
+package stripe
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/valyala/fastjson"
+)
+
+// An event's payload is its bytes in the page as the provider sent them,
+// compact (the fakes) or pretty-printed (Stripe's API), found by dataSpans
+// without copying; whatever dataSpans cannot place for sure is re-encoded.
+
+const trickyEvent = `{"id":"evt_%d","object":"event","api_version":"2023-10-16","created":1700000000,` +
+	`"data":{"object":{"id":"pi_%d","object":"payment_intent","amount":1234,"currency":"gbp","status":"succeeded",` +
+	`"description":"brackets ]}[{ and a quote \" and a backslash \\ and \u00e9 and \\\" end",` +
+	`"metadata":{"k]":"v}","nested":[[],[{}],{"a":[1,2.5e3,-0.1]}],"n":null,"t":true,"f":false}}},` +
+	`"livemode":false,"pending_webhooks":0,"request":{"id":null,"idempotency_key":null},"type":"payment_intent.succeeded"}`
+
+func page(n int, indent bool) []byte {
+	var evs []json.RawMessage
+	for i := range n {
+		evs = append(evs, json.RawMessage(fmt.Sprintf(trickyEvent, i, i)))
+	}
+	v := map[string]any{"object": "list", "url": "/v1/events", "has_more": true, "data": evs}
+	var b []byte
+	if indent {
+		b, _ = json.MarshalIndent(v, "", "  ")
+	} else {
+		b, _ = json.Marshal(v)
+	}
+	return b
+}
+
+func compact(t *testing.T, b []byte) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		t.Fatalf("not JSON: %v: %.200s", err, b)
+	}
+	return out.String()
+}
+
+// within reports whether s lies inside b's array (no copy was made).
+func within(s, b []byte) bool {
+	if len(s) == 0 || len(b) == 0 {
+		return false
+	}
+	p, lo := uintptr(unsafe.Pointer(&s[0])), uintptr(unsafe.Pointer(&b[0]))
+	return p >= lo && p+uintptr(len(s)) <= lo+uintptr(len(b))
+}
+
+func TestEventPayloadIsThePagesOwnBytes(t *testing.T) {
+	for _, indent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("indent=%v", indent), func(t *testing.T) {
+			b := page(3, indent)
+			var l leanEventList
+			if err := l.parse(new(fastjson.Parser), b); err != nil {
+				t.Fatal(err)
+			}
+			if len(l.events) != 3 || !l.HasMore {
+				t.Fatalf("%d events, has_more %v", len(l.events), l.HasMore)
+			}
+			for i, ev := range l.events {
+				want := compact(t, []byte(fmt.Sprintf(trickyEvent, i, i)))
+				if got := compact(t, ev.raw); got != want {
+					t.Fatalf("event %d: payload\n%s\nwant\n%s", i, got, want)
+				}
+				if !within(ev.raw, b) {
+					t.Fatalf("event %d: the payload was copied out of the page", i)
+				}
+				if cap(ev.raw) != len(ev.raw) {
+					t.Fatalf("event %d: cap %d > len %d: an append would overwrite the next", i, cap(ev.raw), len(ev.raw))
+				}
+				if indent && !bytes.Contains(ev.raw, []byte("\n")) {
+					t.Fatalf("event %d: not the page's pretty-printed bytes", i)
+				}
+			}
+		})
+	}
+}
+
+func TestEventPayloadReencodedWhenNotPlaced(t *testing.T) {
+	ev := fmt.Sprintf(trickyEvent, 7, 7)
+	for name, b := range map[string]string{
+		// fastjson unescapes keys; dataSpans does not, and gives up.
+		"escaped key": `{"d\u0061ta":[` + ev + `],"has_more":false}`,
+		// fastjson's Get takes the first of two keys, as dataSpans does.
+		"two data keys": `{"data":[` + ev + `],"data":[],"has_more":false}`,
+		"data last":     `{"has_more":false,"url":"/v1/events","data":[` + ev + `]}`,
+		"no spaces":     `{"data":[` + ev + `,` + ev + `]}`,
+		"spaces":        " {\n\t\"data\" :\r\n [ " + ev + " ,\n" + ev + " ] , \"has_more\" : false } ",
+	} {
+		t.Run(name, func(t *testing.T) {
+			var l leanEventList
+			if err := l.parse(new(fastjson.Parser), []byte(b)); err != nil {
+				t.Fatal(err)
+			}
+			if len(l.events) == 0 {
+				t.Fatal("no events")
+			}
+			for _, e := range l.events {
+				if got, want := compact(t, e.raw), compact(t, []byte(ev)); got != want {
+					t.Fatalf("payload\n%s\nwant\n%s", got, want)
+				}
+			}
+		})
+	}
+	if dataSpans([]byte(`{"d\u0061ta":[1]}`), 1) != nil {
+		t.Fatal("an escaped key was placed")
+	}
+	if s := dataSpans([]byte(`{"data":[]}`), 0); s == nil || len(s) != 0 {
+		t.Fatalf("empty data: %v", s)
+	}
+	if dataSpans([]byte(`{"data":[1,2]}`), 1) != nil {
+		t.Fatal("a count other than fastjson's was accepted")
+	}
+}
+
+// randomValue builds an arbitrary JSON value with the characters that
+// trouble a scanner: brackets and quotes inside strings, escapes, nesting.
+func randomValue(r *rand.Rand, depth int) any {
+	k := r.IntN(7)
+	if depth > 3 {
+		k = r.IntN(4)
+	}
+	switch k {
+	case 0:
+		return nil
+	case 1:
+		return r.IntN(2) == 0
+	case 2:
+		return r.NormFloat64() * 1e6
+	case 3:
+		const alphabet = `ab"\]}[{,: é` + "\n\t\u2028"
+		rs := []rune(alphabet)
+		s := make([]rune, r.IntN(12))
+		for i := range s {
+			s[i] = rs[r.IntN(len(rs))]
+		}
+		return string(s)
+	case 4, 5:
+		m := map[string]any{}
+		for range r.IntN(5) {
+			m[fmt.Sprint(randomValue(r, 9))] = randomValue(r, depth+1)
+		}
+		return m
+	}
+	a := make([]any, r.IntN(4))
+	for i := range a {
+		a[i] = randomValue(r, depth+1)
+	}
+	return a
+}
+
+func TestDataSpansAgreeWithFastjson(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 2026))
+	var p fastjson.Parser
+	for i := range 2000 {
+		data := make([]any, r.IntN(6))
+		for j := range data {
+			data[j] = randomValue(r, 0)
+		}
+		v := map[string]any{"data": data, "has_more": r.IntN(2) == 0, "x": randomValue(r, 0)}
+		var b []byte
+		if i%2 == 0 {
+			b, _ = json.Marshal(v)
+		} else {
+			b, _ = json.MarshalIndent(v, " ", "\t")
+		}
+		var more bool
+		arr, err := listData(&p, b, &more)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans := dataSpans(b, len(arr))
+		if spans == nil {
+			t.Fatalf("not placed: %s", b)
+		}
+		for j, s := range spans {
+			if got, want := compact(t, b[s[0]:s[1]]), compact(t, arr[j].MarshalTo(nil)); got != want {
+				t.Fatalf("element %d of %s:\n%s\nwant\n%s", j, b, got, want)
+			}
+		}
+	}
+}
