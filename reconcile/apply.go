@@ -440,7 +440,7 @@ func (a *dryApplier) apply(_ context.Context, _ store.Tx, b *batch) (map[string]
 	b.sim = map[string]Local{}
 	for _, id := range b.order {
 		before := b.rows[id]
-		after, applied, ins := Simulate(before, b.plans[id])
+		after, applied, ins := Simulate(before, *b.plans[id])
 		out[id] = outcome{after, applied, ins}
 		if after != before {
 			b.sim[id] = after

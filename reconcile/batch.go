@@ -23,7 +23,7 @@ type batch struct {
 	// plan
 	rows    map[string]Local    // the rows as loaded
 	prev    map[string]*carried // what earlier batches carried
-	plans   map[string]Plan
+	plans   map[string]*Plan // into one array: a Plan is stored apart from a map's slot
 	befores map[string]Local // the row as the run first saw it
 
 	// apply
@@ -126,14 +126,18 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 	if b.prev, err = e.ap.loadCarry(ctx, tx, want); err != nil {
 		return err
 	}
-	b.plans = make(map[string]Plan, len(b.order))
+	b.plans = make(map[string]*Plan, len(b.order))
 	b.befores = make(map[string]Local, len(b.order))
-	for _, id := range b.order {
-		before, facts := b.rows[id], b.byID[id]
+	plans := make([]Plan, len(b.order))
+	for i, id := range b.order {
+		// The facts carried from earlier batches and this batch's, joined
+		// in decideInto's own buffer (joined here, a slice each was a
+		// twentieth of an empty month's allocations).
+		before, earlier := b.rows[id], []Change(nil)
 		if cr := b.prev[id]; cr != nil {
-			before, facts = cr.before, append(slices.Clip(cr.facts), facts...)
+			before, earlier = cr.before, cr.facts
 		}
-		pl := decideInto(before, facts, &e.facts)
+		pl := decideInto(before, earlier, b.byID[id], &e.facts)
 		if bits, ok := e.seen[IDHash(id)]; ok {
 			// The states earlier batches showed are still shown by the
 			// window's log, whether or not the payment is carried: what it
@@ -146,7 +150,8 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 				}
 			}
 		}
-		b.plans[id], b.befores[id] = pl, before
+		plans[i] = pl
+		b.plans[id], b.befores[id] = &plans[i], before
 	}
 	return nil
 }
@@ -166,7 +171,7 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	// waits for it first: the transaction is not the job's again before.
 	inserted := e.insertEvents(ctx, tx, b)
 	for _, id := range b.order {
-		o, pl, prev := b.out[id], b.plans[id], b.prev[id]
+		o, pl, prev := b.out[id], *b.plans[id], b.prev[id]
 		cr := &carried{before: b.befores[id], facts: b.byID[id], applied: o.applied, inserted: o.inserted}
 		for _, st := range pl.Steps {
 			cr.tried = append(cr.tried, triedOf(st))

@@ -156,15 +156,15 @@ func SortChanges(cs []Change) {
 // facts in the run so far (in any order). It is pure.
 func Decide(local Local, changes []Change) Plan {
 	var buf []Change
-	return decideInto(local, changes, &buf)
+	return decideInto(local, nil, changes, &buf)
 }
 
-// decideInto is Decide with a buffer for its sorted copy of the facts,
-// kept for the next call (the engine decides a batch's payments one after
+// decideInto is Decide of earlier's facts and changes', with a buffer for
+// its sorted copy of them, kept for the next call (the engine decides a batch's payments one after
 // another: a copy each was the largest of a rerun's allocations after the
 // pages). Nothing of the plan points into the copy; it is cleared after.
-func decideInto(local Local, changes []Change, buf *[]Change) Plan {
-	cs := append((*buf)[:0], changes...)
+func decideInto(local Local, earlier, changes []Change, buf *[]Change) Plan {
+	cs := append(append((*buf)[:0], earlier...), changes...)
 	defer func() {
 		clear(cs)
 		*buf = cs[:0]

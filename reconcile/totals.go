@@ -194,7 +194,7 @@ func (e *engine) count(b *batch) {
 			}
 			e.tot.change(prevProv, prevRow, -1, false)
 		}
-		pv := providerView(b.plans[id], row)
+		pv := providerView(*b.plans[id], row)
 		if e.tot.money(pv) != e.tot.money(row) || !strings.EqualFold(pv.Currency, row.Currency) {
 			e.totDiff[h] = pv
 		} else {

@@ -62,6 +62,29 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 	if ev.obj == nil {
 		return nil, fmt.Errorf("stripe event %s has no data", ev.ID)
 	}
+	if strings.HasPrefix(ev.Type, "payout.") {
+		var out []reconcile.Change
+		err := p.payoutEach(ctx, account, ev, func(c reconcile.Change) error {
+			out = append(out, c)
+			return nil
+		})
+		return out, err
+	}
+	c, ok, err := mapOne(ev)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return []reconcile.Change{c}, nil
+}
+
+// mapOne maps an event of a payment (not a payout's, which can settle many)
+// to its change; ok is false when the event says nothing of a payment. It
+// returns the change itself: a slice of one for each event was a
+// fifteenth of a rerun's allocations.
+func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
+	if ev.obj == nil {
+		return c, false, fmt.Errorf("stripe event %s has no data", ev.ID)
+	}
 	t := at(ev.Created)
 	base := reconcile.Change{At: t, EventID: ev.ID, EventType: ev.Type}
 	typ := ev.Type
@@ -71,62 +94,54 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 		}
 		return nil
 	}
-	if strings.HasPrefix(typ, "payout.") {
-		var out []reconcile.Change
-		err := p.payoutEach(ctx, account, ev, func(c reconcile.Change) error {
-			out = append(out, c)
-			return nil
-		})
-		return out, err
-	}
 	vdate, known := versionDate(ev.APIVersion)
 	if !known {
 		// A version newer than any whose changelog was read may have changed
 		// what the fields mean: the payment is reported, not misread.
 		id, err := paymentOf(ev.obj, typ)
 		if err != nil {
-			return nil, fmt.Errorf("decode stripe event %s: %w", ev.ID, err)
+			return c, false, fmt.Errorf("decode stripe event %s: %w", ev.ID, err)
 		}
 		c := base
 		c.ProviderID, c.Unknown, c.RawStatus = id, true, "api_version "+ev.APIVersion
 		c.Notice = fmt.Sprintf("Stripe rendered event %s (%s) in API version %q, newer than any this reconciler knows; it was not read. Upgrade reconciler, or check the payment in the Stripe dashboard.", ev.ID, typ, ev.APIVersion)
-		return keep(c), nil
+		return keep(c)
 	}
 	switch {
 	case strings.HasPrefix(typ, "payment_intent."):
 		var pi leanPI
 		if err := decode("payment intent", &pi); err != nil {
-			return nil, err
+			return c, false, err
 		}
 		if vdate < versionStatusRename {
 			pi.Status = renamedStatus(pi.Status)
 		}
-		return keep(piChange(base, pi)), nil
+		return keep(piChange(base, pi))
 
 	case typ == "charge.captured" || typ == "charge.refunded":
 		var ch leanCharge
 		if err := decode("charge", &ch); err != nil {
-			return nil, err
+			return c, false, err
 		}
 		c, ok := chargeChange(base, &ch, vdate)
 		if !ok {
-			return nil, nil
+			return c, false, nil
 		}
-		return []reconcile.Change{c}, nil
+		return c, true, nil
 
 	case typ == "charge.refund.updated" || typ == "refund.updated" || typ == "refund.failed":
 		var r leanRefund
 		if err := decode("refund", &r); err != nil {
-			return nil, err
+			return c, false, err
 		}
 		switch st := stripego.RefundStatus(r.Status); st {
 		case stripego.RefundStatusFailed, stripego.RefundStatusCanceled:
 		case stripego.RefundStatusPending, stripego.RefundStatusSucceeded, stripego.RefundStatusRequiresAction:
-			return nil, nil // the charge's events carry the amounts
+			return c, false, nil // the charge's events carry the amounts
 		default:
 			c := base
 			c.ProviderID, c.Unknown, c.RawStatus = string(r.PaymentIntent), true, "refund_"+r.Status
-			return keep(c), nil
+			return keep(c)
 		}
 		c := base
 		c.ProviderID = string(r.PaymentIntent)
@@ -139,16 +154,16 @@ func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) 
 			// Charge snapshots since the refund was created counted it.
 			c.RefundSince = at(r.Created)
 		}
-		return keep(c), nil
+		return keep(c)
 
 	case strings.HasPrefix(typ, "charge.dispute."):
 		var d leanDispute
 		if err := decode("dispute", &d); err != nil {
-			return nil, err
+			return c, false, err
 		}
-		return keep(disputeChange(base, typ, d, vdate)), nil
+		return keep(disputeChange(base, typ, d, vdate))
 	}
-	return nil, nil
+	return c, false, nil
 }
 
 // renamedStatus maps a PaymentIntent status of a version before 2019-02-11
@@ -217,11 +232,9 @@ func disputeChange(base reconcile.Change, typ string, d leanDispute, vdate strin
 	return c
 }
 
-func keep(c reconcile.Change) []reconcile.Change {
-	if c.ProviderID == "" {
-		return nil
-	}
-	return []reconcile.Change{c}
+// keep is c, unless it names no payment.
+func keep(c reconcile.Change) (reconcile.Change, bool, error) {
+	return c, c.ProviderID != "", nil
 }
 
 func piChange(base reconcile.Change, pi leanPI) reconcile.Change {

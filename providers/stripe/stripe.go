@@ -345,13 +345,15 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 				return err
 			}
 		} else {
-			changes, err := p.mapEvent(ctx, lp.Account, ev)
+			c, ok, err := mapOne(ev)
 			if err != nil {
 				return err
 			}
 			_, known := versionDate(ev.APIVersion)
 			page.Events = append(page.Events, reconcile.Event{ID: ev.ID, Type: ev.Type, At: at, Payload: ev.raw, Unread: !known})
-			page.Changes = append(page.Changes, changes...)
+			if ok {
+				page.Changes = append(page.Changes, c)
+			}
 		}
 		page.Cursor, page.CursorAt = ev.ID, at
 		if int64(len(page.Events)) >= p.page {
