@@ -23,8 +23,8 @@ type batch struct {
 	// plan
 	rows    map[string]Local    // the rows as loaded
 	prev    map[string]*carried // what earlier batches carried
-	plans   map[string]*Plan // into one array: a Plan is stored apart from a map's slot
-	befores map[string]Local // the row as the run first saw it
+	plans   map[string]*Plan    // into one array: a Plan is stored apart from a map's slot
+	befores map[string]Local    // the row as the run first saw it
 
 	// apply
 	out map[string]outcome
