@@ -81,6 +81,21 @@ type schedule struct {
 	delayDays int64
 }
 
+// leanAccount is what payoutSchedule reads of GET /v1/account. stripe-go's
+// Account is hundreds of types deep: encoding/json building their decoders
+// was 15 ms of every run's CPU, a tenth of a small run's.
+type leanAccount struct {
+	stripego.APIResource
+	Settings struct {
+		Payouts struct {
+			Schedule *struct {
+				Interval  stripego.AccountSettingsPayoutsScheduleInterval `json:"interval"`
+				DelayDays int64                                           `json:"delay_days"`
+			} `json:"schedule"`
+		} `json:"payouts"`
+	} `json:"settings"`
+}
+
 // payoutSchedule reads the account's payout schedule once per provider. An
 // account Stripe will not describe to this key (a restricted key, a fake
 // without the endpoint) is read as paying out automatically, with a warning:
@@ -95,7 +110,7 @@ func (p *Provider) payoutSchedule(ctx context.Context, account string) (schedule
 	if account != "" {
 		params.SetStripeAccount(account)
 	}
-	var acct stripego.Account
+	var acct leanAccount
 	err := p.api.Accounts.B.Call(http.MethodGet, "/v1/account", p.api.Accounts.Key, params, &acct)
 	var s schedule
 	var se *stripego.Error
@@ -104,7 +119,7 @@ func (p *Provider) payoutSchedule(ctx context.Context, account string) (schedule
 		p.log.Warn("stripe did not describe the account's payout schedule; read as automatic payouts", "account", account, "error", translate(err))
 	case err != nil:
 		return s, fmt.Errorf("get stripe account: %w", translate(err))
-	case acct.Settings != nil && acct.Settings.Payouts != nil && acct.Settings.Payouts.Schedule != nil:
+	case acct.Settings.Payouts.Schedule != nil:
 		s.manual = acct.Settings.Payouts.Schedule.Interval == stripego.AccountSettingsPayoutsScheduleIntervalManual
 		s.delayDays = acct.Settings.Payouts.Schedule.DelayDays
 	}
