@@ -160,9 +160,10 @@ func Decide(local Local, changes []Change) Plan {
 }
 
 // decideInto is Decide of earlier's facts and changes', with a buffer for
-// its sorted copy of them, kept for the next call (the engine decides a batch's payments one after
-// another: a copy each was the largest of a rerun's allocations after the
-// pages). Nothing of the plan points into the copy; it is cleared after.
+// its sorted copy of them, kept for the next call (the engine decides a
+// batch's payments one after another: a copy each was the largest of a
+// rerun's allocations after the pages). Nothing of the plan points into
+// the copy; it is cleared after.
 func decideInto(local Local, earlier, changes []Change, buf *[]Change) Plan {
 	cs := append(append((*buf)[:0], earlier...), changes...)
 	defer func() {

@@ -102,7 +102,7 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 		if err != nil {
 			return c, false, fmt.Errorf("decode stripe event %s: %w", ev.ID, err)
 		}
-		c := base
+		c = base
 		c.ProviderID, c.Unknown, c.RawStatus = id, true, "api_version "+ev.APIVersion
 		c.Notice = fmt.Sprintf("Stripe rendered event %s (%s) in API version %q, newer than any this reconciler knows; it was not read. Upgrade reconciler, or check the payment in the Stripe dashboard.", ev.ID, typ, ev.APIVersion)
 		return keep(c)
@@ -123,11 +123,8 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 		if err := decode("charge", &ch); err != nil {
 			return c, false, err
 		}
-		c, ok := chargeChange(base, &ch, vdate)
-		if !ok {
-			return c, false, nil
-		}
-		return c, true, nil
+		c, ok = chargeChange(base, &ch, vdate)
+		return c, ok, nil
 
 	case typ == "charge.refund.updated" || typ == "refund.updated" || typ == "refund.failed":
 		var r leanRefund
@@ -139,11 +136,11 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 		case stripego.RefundStatusPending, stripego.RefundStatusSucceeded, stripego.RefundStatusRequiresAction:
 			return c, false, nil // the charge's events carry the amounts
 		default:
-			c := base
+			c = base
 			c.ProviderID, c.Unknown, c.RawStatus = string(r.PaymentIntent), true, "refund_"+r.Status
 			return keep(c)
 		}
-		c := base
+		c = base
 		c.ProviderID = string(r.PaymentIntent)
 		c.RawStatus = "refund_" + r.Status
 		c.Revert = fmt.Sprintf("Refund %s of %s %s at Stripe, but the payment's amount_refunded counts it; amount_refunded is never lowered.", r.ID, money(r.Amount, r.Currency), r.Status)
