@@ -188,3 +188,37 @@ func TestDataSpansAgreeWithFastjson(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDataSpans: whatever page fastjson accepts, dataSpans either declines
+// (nil) or places each element of data exactly where fastjson found it.
+func FuzzDataSpans(f *testing.F) {
+	f.Add([]byte(`{"data":[{"a":"]}\""},[1,{"b":[]}],"x\\",null,-1.5e3,true]}`))
+	f.Add([]byte(" {\"has_more\":false , \"data\" :\n[ {\"id\":\"evt_1\"} ]\t} "))
+	f.Add([]byte(`{"d\u0061ta":[1],"data":[2]}`))
+	f.Add(page(2, true))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var p fastjson.Parser
+		var more bool
+		arr, err := listData(&p, b, &more)
+		if err != nil {
+			return
+		}
+		spans := dataSpans(b, len(arr))
+		if spans == nil {
+			return
+		}
+		if len(spans) != len(arr) {
+			t.Fatalf("%d spans for %d elements", len(spans), len(arr))
+		}
+		for i, s := range spans {
+			var q fastjson.Parser
+			v, err := q.ParseBytes(b[s[0]:s[1]])
+			if err != nil {
+				t.Fatalf("element %d: %q is not one value: %v", i, b[s[0]:s[1]], err)
+			}
+			if got, want := string(v.MarshalTo(nil)), string(arr[i].MarshalTo(nil)); got != want {
+				t.Fatalf("element %d:\n%s\nwant\n%s", i, got, want)
+			}
+		}
+	})
+}
