@@ -37,12 +37,11 @@ func PaymentIntentState(status string) (s models.State, ok bool) {
 
 func at(unix int64) time.Time { return time.Unix(unix, 0).UTC() }
 
-// mapEvent turns one event into changes. A payout.paid event lists the
-// balance transactions it paid out (one list request per 100 charges), and
-// payout.reconciliation_completed lists them again once Stripe says the
-// list is complete.
 // payoutEach hands each change of a payout event to emit as its balance
-// transactions are read (mapEvent's, streamed).
+// transactions are read: a payout.paid event lists the balance
+// transactions it paid out (one list request per 100 charges), and
+// payout.reconciliation_completed lists them again once Stripe says the
+// list is complete. Every other event is one payment's (mapOne).
 func (p *Provider) payoutEach(ctx context.Context, account string, ev *leanEvent, emit func(reconcile.Change) error) error {
 	if ev.obj == nil {
 		return fmt.Errorf("stripe event %s has no data", ev.ID)
@@ -56,25 +55,6 @@ func (p *Provider) payoutEach(ctx context.Context, account string, ev *leanEvent
 	}
 	base := reconcile.Change{At: at(ev.Created), EventID: ev.ID, EventType: ev.Type}
 	return p.payoutEventEach(ctx, account, base, ev.Type, po, emit)
-}
-
-func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) ([]reconcile.Change, error) {
-	if ev.obj == nil {
-		return nil, fmt.Errorf("stripe event %s has no data", ev.ID)
-	}
-	if strings.HasPrefix(ev.Type, "payout.") {
-		var out []reconcile.Change
-		err := p.payoutEach(ctx, account, ev, func(c reconcile.Change) error {
-			out = append(out, c)
-			return nil
-		})
-		return out, err
-	}
-	c, ok, err := mapOne(ev)
-	if !ok || err != nil {
-		return nil, err
-	}
-	return []reconcile.Change{c}, nil
 }
 
 // mapOne maps an event of a payment (not a payout's, which can settle many)
