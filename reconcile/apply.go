@@ -20,8 +20,9 @@ import (
 // the run and its items: it simulates the guard (Simulate) on rows it keeps
 // in memory, and carries in memory.
 type applier interface {
-	// load reads the batch's rows as this run sees them.
-	load(ctx context.Context, tx store.Tx, ids []string) (map[string]Local, error)
+	// load reads the batch's rows as this run sees them into into (empty),
+	// and returns it.
+	load(ctx context.Context, tx store.Tx, ids []string, into map[string]Local) (map[string]Local, error)
 	// apply carries out the plans and returns each payment's outcome and
 	// how many settlements it recorded.
 	apply(ctx context.Context, tx store.Tx, b *batch) (map[string]outcome, int64, error)
@@ -66,16 +67,17 @@ type sqlApplier struct {
 	scratch   []byte
 }
 
-func (a *sqlApplier) load(ctx context.Context, tx store.Tx, ids []string) (map[string]Local, error) {
-	return loadLocal(ctx, tx, a.provider, ids)
+func (a *sqlApplier) load(ctx context.Context, tx store.Tx, ids []string, into map[string]Local) (map[string]Local, error) {
+	return loadLocal(ctx, tx, a.provider, ids, into)
 }
 
-func loadLocal(ctx context.Context, tx store.Tx, provider string, ids []string) (map[string]Local, error) {
+// loadLocal reads the rows of ids into into (a new map when nil).
+func loadLocal(ctx context.Context, tx store.Tx, provider string, ids []string, into map[string]Local) (map[string]Local, error) {
 	rows, err := tx.LoadPayments(ctx, provider, ids)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]Local, len(rows))
+	out := orMake(into, len(rows))
 	for _, r := range rows {
 		out[r.ProviderID] = localOf(r)
 	}
@@ -259,7 +261,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 			again = append(again, id)
 		}
 	}
-	after, err := a.load(ctx, tx, again)
+	after, err := a.load(ctx, tx, again, nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -270,7 +272,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		after[r.ProviderID] = localOf(r)
 	}
 	settled := settledByStep + int64(len(settledRows))
-	out := make(map[string]outcome, len(b.order))
+	out := orMake(b.out, len(b.order))
 	for _, id := range b.order {
 		o := outcome{after: b.rows[id], applied: applied[id], inserted: inserted[id]}
 		if touched[id] || inserted[id] {
@@ -421,8 +423,8 @@ func newDryApplier(provider string) *dryApplier {
 	return &dryApplier{provider: provider, sim: map[string]Local{}, carry: map[string]*carried{}}
 }
 
-func (a *dryApplier) load(ctx context.Context, tx store.Tx, ids []string) (map[string]Local, error) {
-	rows, err := loadLocal(ctx, tx, a.provider, ids)
+func (a *dryApplier) load(ctx context.Context, tx store.Tx, ids []string, into map[string]Local) (map[string]Local, error) {
+	rows, err := loadLocal(ctx, tx, a.provider, ids, into)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +437,7 @@ func (a *dryApplier) load(ctx context.Context, tx store.Tx, ids []string) (map[s
 }
 
 func (a *dryApplier) apply(_ context.Context, _ store.Tx, b *batch) (map[string]outcome, int64, error) {
-	out := make(map[string]outcome, len(b.order))
+	out := orMake(b.out, len(b.order))
 	var settled int64
 	b.sim = map[string]Local{}
 	for _, id := range b.order {

@@ -33,21 +33,61 @@ type batch struct {
 	// record
 	next   map[string]*carried // the carried state after the batch
 	counts counts
+
+	sizes   map[string]int // newBatch's count of each payment's facts
+	planBuf []Plan         // the array b.plans points into
+}
+
+// spare is what a committed batch leaves the next: its maps, cleared but
+// keeping their tables, and its plans' array. A month's batches made them
+// afresh, a few thousand entries each: the maps and the plans were a fifth
+// of a rerun's allocations (issue 16). Nothing holds them once the batch
+// committed: the appliers copy what they keep (the dry applier's carried
+// values are pointers of their own, not the maps), and a Plan is copied
+// wherever it outlives its batch.
+func (b *batch) spare() *batch {
+	clear(b.byID)
+	clear(b.rows)
+	clear(b.plans)
+	clear(b.befores)
+	clear(b.out)
+	clear(b.next)
+	clear(b.sizes)
+	clear(b.planBuf) // drops what the old plans point to
+	return &batch{byID: b.byID, rows: b.rows, plans: b.plans, befores: b.befores, out: b.out, next: b.next,
+		sizes: b.sizes, planBuf: b.planBuf[:0], order: b.order[:0]}
+}
+
+// orMake returns m, or a new map for n entries when m is nil.
+func orMake[V any](m map[string]V, n int) map[string]V {
+	if m == nil {
+		return make(map[string]V, n)
+	}
+	return m
 }
 
 // newBatch groups a page's changes by payment. force names payments to
 // decide again with no new facts (the window's end).
-func newBatch(p Page, w Check, force []string) *batch {
+// spare, when not nil, is a committed batch's (batch.spare): its maps are
+// filled instead of new ones.
+func newBatch(p Page, w Check, force []string, spare *batch) *batch {
+	b := spare
+	if b == nil {
+		b = &batch{}
+	}
+	b.page, b.check = p, w
 	// Each payment's facts, in the page's order, are a slice of one array
 	// (a slice of its own per payment grew by appends: a tenth of the
-	// job's allocations).
-	n := map[string]int{}
+	// job's allocations). The array itself is never reused: what a run
+	// carries keeps slices of it.
+	b.sizes = orMake(b.sizes, len(p.Changes))
+	n := b.sizes
 	for _, c := range p.Changes {
 		if c.ProviderID != "" {
 			n[c.ProviderID]++
 		}
 	}
-	b := &batch{page: p, check: w, byID: make(map[string][]Change, len(n)+len(force))}
+	b.byID = orMake(b.byID, len(n)+len(force))
 	all := make([]Change, 0, len(p.Changes))
 	for _, c := range p.Changes {
 		id := c.ProviderID
@@ -72,7 +112,8 @@ func newBatch(p Page, w Check, force []string) *batch {
 	}
 	// A fixed lock order (payments by id, events by id) keeps concurrent runs
 	// and the live worker from deadlocking in most cases; the rest retry.
-	b.order = slices.Sorted(maps.Keys(b.byID))
+	b.order = slices.AppendSeq(b.order[:0], maps.Keys(b.byID))
+	slices.Sort(b.order)
 	return b
 }
 
@@ -80,10 +121,11 @@ func newBatch(p Page, w Check, force []string) *batch {
 // context detached from cancellation, so that SIGTERM lets it finish.
 func (e *engine) write(ctx context.Context, p Page, w Check, force ...string) error {
 	wctx := context.WithoutCancel(ctx)
-	b, attempts := newBatch(p, w, force), 0
+	b, attempts := newBatch(p, w, force, e.spare), 0
+	e.spare = nil
 	err := e.st.InTx(wctx, func(ctx context.Context, tx store.Tx) error {
 		if attempts++; attempts > 1 {
-			b = newBatch(p, w, force) // afresh on a retry
+			b = newBatch(p, w, force, b.spare()) // afresh on a retry
 		}
 		if err := e.plan(ctx, tx, b); err != nil {
 			return err
@@ -107,6 +149,7 @@ func (e *engine) write(ctx context.Context, p Page, w Check, force ...string) er
 		return fmt.Errorf("write batch of %d payments: %w", len(b.order), err)
 	}
 	e.committed(b)
+	e.spare = b.spare()
 	return nil
 }
 
@@ -114,7 +157,7 @@ func (e *engine) write(ctx context.Context, p Page, w Check, force ...string) er
 // decides each payment from all of its facts so far.
 func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 	var err error
-	if b.rows, err = e.ap.load(ctx, tx, b.order); err != nil {
+	if b.rows, err = e.ap.load(ctx, tx, b.order, orMake(b.rows, len(b.order))); err != nil {
 		return err
 	}
 	var want []string
@@ -126,9 +169,10 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 	if b.prev, err = e.ap.loadCarry(ctx, tx, want); err != nil {
 		return err
 	}
-	b.plans = make(map[string]*Plan, len(b.order))
-	b.befores = make(map[string]Local, len(b.order))
-	plans := make([]Plan, len(b.order))
+	b.plans = orMake(b.plans, len(b.order))
+	b.befores = orMake(b.befores, len(b.order))
+	b.planBuf = slices.Grow(b.planBuf[:0], len(b.order))[:len(b.order)]
+	plans := b.planBuf
 	for i, id := range b.order {
 		// The facts carried from earlier batches and this batch's, joined
 		// in decideInto's own buffer (joined here, a slice each was a
@@ -161,7 +205,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	c := &b.counts
 	c.Events = int64(len(b.page.Events))
-	b.next = make(map[string]*carried, len(b.order))
+	b.next = orMake(b.next, len(b.order))
 	var items, replace []store.Item
 	var rewrite []string // payments whose earlier items this batch deletes
 	// The events' insert, the batch's largest statement whenever webhooks
