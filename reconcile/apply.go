@@ -261,7 +261,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 			again = append(again, id)
 		}
 	}
-	after, err := a.load(ctx, tx, again, nil)
+	after, err := a.load(ctx, tx, again, make(map[string]Local, len(again)+len(changed)+len(created)))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -215,7 +215,7 @@ func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]st
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.c.Payments(t.c.SQL(loadPaymentsSQL), provider, arg)
+	rows, err := t.c.Payments(len(ids), t.c.SQL(loadPaymentsSQL), provider, arg)
 	if err != nil {
 		return nil, fmt.Errorf("load payments: %w", err)
 	}
@@ -230,7 +230,7 @@ func (t tx) InsertPayments(_ context.Context, provider, account string, rows []s
 	if err != nil {
 		return nil, err
 	}
-	created, err := t.c.Payments(t.c.SQL(insertPaymentsSQL), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.stamp(), arg)...)
+	created, err := t.c.Payments(len(rows), t.c.SQL(insertPaymentsSQL), sqlbase.Inserted(t.c.Base().Schema, []any{provider, account}, t.stamp(), arg)...)
 	if err != nil {
 		return nil, fmt.Errorf("insert missing payments: %w", err)
 	}
@@ -286,7 +286,7 @@ func (t tx) guardedJSON(q, what string, rows any, provider string) ([]store.Paym
 // guarded runs a guarded update whose batch argument is arg and returns
 // the rows it changed, as they are after it.
 func (t tx) guarded(q, what, arg, provider string) ([]store.Payment, error) {
-	changed, err := t.c.Payments(t.c.SQL(q), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
+	changed, err := t.c.Payments(0, t.c.SQL(q), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.stamp(), provider)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

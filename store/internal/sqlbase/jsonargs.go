@@ -1,0 +1,122 @@
+package sqlbase
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	"github.com/reconciler/reconciler/internal/jsonw"
+	"github.com/reconciler/reconciler/store"
+)
+
+// stringsJSON is json.Marshal(ids): an array of strings, null for nil.
+func stringsJSON(ids []string) []byte {
+	if ids == nil {
+		return []byte("null")
+	}
+	n := 2
+	for _, id := range ids {
+		n += len(id) + 3
+	}
+	b := make([]byte, 0, n+n/8)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonw.String(b, id)
+	}
+	return append(b, ']')
+}
+
+// itemsJSON is json.Marshal(rows) for store.Item's tags, the same JSON
+// value (jsonw does not escape <, > and & as encoding/json does; both
+// are valid JSON of the same strings). A detail value of a type it does
+// not write itself is left to encoding/json.
+func itemsJSON(rows []store.Item) ([]byte, error) {
+	if rows == nil {
+		return []byte("null"), nil
+	}
+	n := 2
+	for _, r := range rows {
+		n += len(r.ProviderID) + len(r.Kind) + len(r.Action) + 96
+		for k, v := range r.Detail {
+			n += len(k) + 24
+			if s, ok := v.(string); ok {
+				n += len(s)
+			}
+		}
+	}
+	b := make([]byte, 0, n+n/16)
+	b = append(b, '[')
+	var keys []string
+	var err error
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"provider_id":`...)
+		b = jsonw.String(b, r.ProviderID)
+		b = append(b, `,"kind":`...)
+		b = jsonw.String(b, r.Kind)
+		b = append(b, `,"action":`...)
+		b = jsonw.String(b, r.Action)
+		b = append(b, `,"local_state":`...)
+		b = optString(b, r.LocalState)
+		b = append(b, `,"provider_state":`...)
+		b = optString(b, r.ProviderState)
+		b = append(b, `,"detail":`...)
+		if b, keys, err = appendDetail(b, r.Detail, keys); err != nil {
+			return nil, err
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']'), nil
+}
+
+func optString(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return jsonw.String(b, *s)
+}
+
+// appendDetail appends d as encoding/json writes a map: keys sorted. keys
+// is scratch space, returned for the next call.
+func appendDetail(b []byte, d map[string]any, keys []string) ([]byte, []string, error) {
+	if d == nil {
+		return append(b, "null"...), keys, nil
+	}
+	keys = keys[:0]
+	for k := range d {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonw.String(b, k)
+		b = append(b, ':')
+		switch v := d[k].(type) {
+		case string:
+			b = jsonw.String(b, v)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case bool:
+			b = strconv.AppendBool(b, v)
+		case []string:
+			b = append(b, stringsJSON(v)...)
+		default:
+			j, err := json.Marshal(v)
+			if err != nil {
+				return nil, keys, err
+			}
+			b = append(b, j...)
+		}
+	}
+	return append(b, '}'), keys, nil
+}
