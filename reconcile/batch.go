@@ -216,12 +216,11 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	inserted := e.insertEvents(ctx, tx, b)
 	for _, id := range b.order {
 		o, pl, prev := b.out[id], *b.plans[id], b.prev[id]
-		cr := &carried{before: b.befores[id], facts: b.byID[id], applied: o.applied, inserted: o.inserted}
-		for _, st := range pl.Steps {
-			cr.tried = append(cr.tried, triedOf(st))
-		}
+		// A value until it is carried: most payments of a night are not
+		// (a rerun's none), and each was an allocation with its steps'
+		// copy (issue 16).
+		cr := carried{before: b.befores[id], applied: o.applied, inserted: o.inserted}
 		if prev != nil {
-			cr.facts = append(slices.Clip(prev.facts), b.byID[id]...)
 			cr.applied = append(slices.Clip(prev.applied), o.applied...)
 			cr.inserted = cr.inserted || prev.inserted
 		}
@@ -277,7 +276,16 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 		// is not carried: the window's end finds it from its row and the
 		// states the log showed.
 		if len(cr.applied) > 0 || cr.inserted || cr.drifted || cr.pending {
-			b.next[id] = cr
+			cr.facts = b.byID[id]
+			if prev != nil {
+				cr.facts = append(slices.Clip(prev.facts), b.byID[id]...)
+			}
+			for _, st := range pl.Steps {
+				cr.tried = append(cr.tried, triedOf(st))
+			}
+			kept := new(carried)
+			*kept = cr
+			b.next[id] = kept
 		} else {
 			b.next[id] = nil
 		}
