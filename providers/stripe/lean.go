@@ -514,37 +514,32 @@ type leanBTList struct {
 // eventIter lists events through stripe-go's backend and list iterator,
 // decoding each event leanly from the page's body, read once (rawPage).
 //
-// Each page is read into a buffer of its own, which its events' payloads
-// point into and keep, sized from the page before: bodies come gzipped,
-// without a length. One buffer read into and copied out of for every page
-// copied 40 MB a month's run into memory just allocated (issue 16).
-//
-// With reuse, one parser serves every page: a page's events point into its
-// values until the next page is parsed, so the caller must be done with
-// each event (mapped it, copied what it keeps) before it asks the iterator
-// for the next one past a page's end. ListChanges is; a caller that holds
-// an event across pages (oldestIn) must not reuse. A fresh parser per page
-// grew its value cache from nothing each time: two thirds of the
-// decoding's time and 1.3 MB of garbage a page.
+// With reuse, one parser and one body buffer serve every page: a page's
+// events point into them until the next page is read, so the caller must
+// be done with each event (mapped it, copied what it keeps) before it asks
+// the iterator for the next one past a page's end. ListChanges is; a caller
+// that holds an event across pages (oldestIn) must not reuse. A fresh
+// parser per page grew its value cache from nothing each time: two thirds
+// of the decoding's time and 1.3 MB of garbage a page.
 func (p *Provider) eventIter(params *stripego.EventListParams, reuse bool) *stripego.Iter {
 	var parser *fastjson.Parser
+	var buf *bytes.Buffer
 	if reuse {
-		parser = new(fastjson.Parser)
+		parser, buf = new(fastjson.Parser), new(bytes.Buffer)
 	}
-	last := 0 // the last page's size
 	return stripego.GetIter(params, func(sp *stripego.Params, b *form.Values) ([]interface{}, stripego.ListContainer, error) {
 		list := &leanEventList{}
-		pp := parser
+		pp, bb := parser, buf
 		if !reuse {
-			pp = new(fastjson.Parser)
+			pp, bb = new(fastjson.Parser), new(bytes.Buffer)
 		}
-		buf := new(bytes.Buffer)
-		if last > 0 {
-			buf.Grow(last + last/8 + bytes.MinRead)
-		}
-		if err := p.rawPage("/v1/events", p.api.Events.Key, sp, b, buf, func(body []byte) error {
-			last = len(body)
-			return list.parse(pp, body)
+		bb.Reset()
+		if err := p.rawPage("/v1/events", p.api.Events.Key, sp, b, bb, func(body []byte) error {
+			// The events' JSON are slices of the page (parse), which is
+			// theirs alone: a copy of the body the size it is. Bodies come
+			// gzipped, without a length, into a buffer grown by doubling
+			// and reused.
+			return list.parse(pp, bytes.Clone(body))
 		}); err != nil {
 			return nil, list, err
 		}
