@@ -32,7 +32,13 @@ func TestFewRowsStatementsUseTheIndex(t *testing.T) {
 		SELECT 1, 'pi_' || i, '{}' FROM generate_series(1, 5000) i`).Error)
 	require.NoError(t, db.Exec(`INSERT INTO webhook_events (source, event_id, event_type, payload)
 		SELECT 'stripe', 'evt_' || i, 'charge.captured', '{}' FROM generate_series(1, 5000) i`).Error)
-	require.NoError(t, db.Exec(`ANALYZE webhook_events`).Error)
+	// On the mapped layout webhook_events is the tests' view over the
+	// application's table (pgtest.Mapped), which is what is analyzed.
+	events := "webhook_events"
+	if pgtest.Mapped() {
+		events = db.Schema + "_app.inbox"
+	}
+	require.NoError(t, db.Exec(`ANALYZE `+events).Error)
 	require.NoError(t, db.Exec(`ANALYZE drift_items`).Error)
 	require.NoError(t, db.Exec(`ANALYZE reconciler_carry`).Error)
 
@@ -75,10 +81,10 @@ func TestFewRowsStatementsUseTheIndex(t *testing.T) {
 	join := plan(t, `DELETE FROM drift_items d USING jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
 		WHERE d.run_id = ? AND d.provider = ? AND d.provider_id = v.id`, []any{`["pi_1","pi_2"]`, 1, "stripe"})
 	require.Contains(t, join, "Seq Scan on drift_items", "the join form no longer scans here: the test's table no longer tells the forms apart:\n%s", join)
-	// And the anti-join MissingEvents had (NOT EXISTS) scans the events.
+	// And the anti-join MissingEvents had (NOT EXISTS) hashes the events.
 	anti := plan(t, `SELECT count(*) FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
 		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.id)`, []any{`["evt_1","evt_2"]`, "stripe"})
-	require.Contains(t, anti, "Seq Scan on webhook_events", "the anti-join no longer scans here: the test's table no longer tells the forms apart:\n%s", anti)
+	require.Contains(t, anti, "Hash Anti Join", "the anti-join no longer hashes the events here: the test's table no longer tells the forms apart:\n%s", anti)
 }
 
 // placeholders replaces each ? of sql with next().
