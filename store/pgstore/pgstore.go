@@ -248,7 +248,7 @@ func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]st
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.c.Payments(len(ids), t.c.SQL(`SELECT `+sqlbase.PaymentColumns+`
+	rows, err := t.payments(len(ids), t.c.SQL(`SELECT `+sqlbase.PaymentColumns+`
 		FROM {payments} WHERE {provider} = ? AND {provider_id} IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))
 		ORDER BY {provider_id}`), provider, arg)
 	if err != nil {
@@ -265,7 +265,7 @@ func (t tx) InsertPayments(_ context.Context, provider, account string, rows []s
 	if err != nil {
 		return nil, err
 	}
-	created, err := t.c.Payments(len(rows), t.c.SQL(`INSERT INTO {payments} ({provider}, {account}, {provider_id}, {state}, {amount}, {currency}, {amount_refunded}, {source_updated_at}
+	created, err := t.payments(len(rows), t.c.SQL(`INSERT INTO {payments} ({provider}, {account}, {provider_id}, {state}, {amount}, {currency}, {amount_refunded}, {source_updated_at}
 		    [[settled_at:, {settled_at}]][[payout_id:, {payout_id}]][[amount_captured:, {amount_captured}]][[created_at:, {created_at}]][[updated_at:, {updated_at}]])
 		SELECT ?, ?, v.provider_id, v.state, v.amount, v.currency, v.amount_refunded, v.at[[settled_at:, v.settled_at]][[payout_id:, NULLIF(v.payout_id, '')]][[amount_captured:, v.amount_captured]]
 		       [[created_at:, coalesce(CAST(? AS timestamptz), now())]][[updated_at:, coalesce(CAST(? AS timestamptz), now())]]
@@ -361,7 +361,7 @@ func (t tx) guardedJSON(q, what string, rows any, provider string) ([]store.Paym
 // argument arg, without RETURNING) and returns the rows it changed, as
 // they are after it.
 func (t tx) guarded(q, what, arg, provider string) ([]store.Payment, error) {
-	changed, err := t.c.Payments(0, t.c.SQL(q+`
+	changed, err := t.payments(0, t.c.SQL(q+`
 		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)

@@ -201,21 +201,8 @@ const PaymentColumnsP = `{p.provider_id}, {p.state}, {p.source_updated_at}, {p.a
 // rows it may return, to size the result (0: unknown).
 func (c *Conn) Payments(n int, q string, args ...any) ([]store.Payment, error) {
 	out := make([]store.Payment, 0, n)
-	// The rows' times live in arrays of a few dozen, each row's pointing
-	// into one: a time scanned through its pointer (store.Payment's
-	// fields) was an allocation of its own, twice a row (issue 16). A full
-	// array is left to the rows pointing into it, never grown.
-	var times []time.Time
-	timeOf := func(t sql.NullTime) *time.Time {
-		if !t.Valid {
-			return nil
-		}
-		if len(times) == cap(times) {
-			times = make([]time.Time, 0, min(max(2*n, 16), 256))
-		}
-		times = append(times, t.Time)
-		return &times[len(times)-1]
-	}
+	times := Times{N: n}
+	timeOf := func(t sql.NullTime) *time.Time { return times.Of(t.Time, t.Valid) }
 	err := c.Scan(func(r *sql.Rows) error {
 		var p store.Payment
 		var state string
@@ -236,6 +223,28 @@ func (c *Conn) Payments(n int, q string, args ...any) ([]store.Payment, error) {
 		return nil
 	}, q, args...)
 	return out, err
+}
+
+// Times holds the times of scanned rows in arrays of a few dozen, each
+// row's pointing into one: a time scanned through its pointer
+// (store.Payment's fields) was an allocation of its own, twice a row
+// (issue 16). A full array is left to the rows pointing into it, never
+// grown. N is how many rows are expected (0: unknown).
+type Times struct {
+	N   int
+	buf []time.Time
+}
+
+// Of returns a pointer to t in the current array, or nil when !ok (NULL).
+func (a *Times) Of(t time.Time, ok bool) *time.Time {
+	if !ok {
+		return nil
+	}
+	if len(a.buf) == cap(a.buf) {
+		a.buf = make([]time.Time, 0, min(max(2*a.N, 16), 256))
+	}
+	a.buf = append(a.buf, t)
+	return &a.buf[len(a.buf)-1]
 }
 
 // Carries runs a query returning provider_id and state.
