@@ -173,6 +173,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 	b.befores = orMake(b.befores, len(b.order))
 	b.planBuf = slices.Grow(b.planBuf[:0], len(b.order))[:len(b.order)]
 	plans := b.planBuf
+	e.dec.newArrays(len(b.page.Changes) + len(b.page.Changes)/4)
 	for i, id := range b.order {
 		// The facts carried from earlier batches and this batch's, joined
 		// in decideInto's own buffer (joined here, a slice each was a
@@ -181,7 +182,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 		if cr := b.prev[id]; cr != nil {
 			before, earlier = cr.before, cr.facts
 		}
-		pl := decideInto(before, earlier, b.byID[id], &e.facts)
+		pl := decideInto(before, earlier, b.byID[id], &e.dec)
 		if bits, ok := e.seen[IDHash(id)]; ok {
 			// The states earlier batches showed are still shown by the
 			// window's log, whether or not the payment is carried: what it

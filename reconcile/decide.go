@@ -152,11 +152,73 @@ func SortChanges(cs []Change) {
 	})
 }
 
+// hasEvent says whether events holds id: a scan while it is short, a set
+// (*seen, made once it is needed and kept up to date) past that.
+func hasEvent(events []string, seen *map[string]bool, id string) bool {
+	if len(events) < 16 {
+		return slices.Contains(events, id)
+	}
+	if *seen == nil {
+		*seen = make(map[string]bool, 2*len(events))
+		for _, e := range events {
+			(*seen)[e] = true
+		}
+	}
+	if (*seen)[id] {
+		return true
+	}
+	(*seen)[id] = true // the caller adds it
+	return false
+}
+
 // Decide builds the plan for one payment from its local row and all of its
 // facts in the run so far (in any order). It is pure.
 func Decide(local Local, changes []Change) Plan {
-	var buf []Change
-	return decideInto(local, nil, changes, &buf)
+	var d decider
+	return decideInto(local, nil, changes, &d)
+}
+
+// decider is what decideInto reuses from one payment to the next: the
+// buffer of its sorted copy of the facts, kept for the next call, and the
+// arrays the plans' Steps and Events are cut from. The arrays are a
+// batch's own (newArrays), never written again once a plan holds part of
+// them: a plan is copied wherever it outlives its batch, its slices with
+// it. Each plan's part is capped at its length, so an append to it makes a
+// copy instead of writing into the next plan's part. A slice each grown by
+// appends was a fiftieth of a month's rerun (issue 16).
+type decider struct {
+	facts  []Change
+	steps  []Step
+	events []string
+}
+
+// newArrays gives the plans of a batch of n facts arrays of their own.
+func (d *decider) newArrays(n int) {
+	d.steps, d.events = make([]Step, 0, n), make([]string, 0, n)
+}
+
+// cut returns an empty slice of *a with room for n, reserved for one plan
+// until done is called with it (nil when n is 0).
+func cut[T any](a *[]T, n int) []T {
+	if n == 0 {
+		return nil
+	}
+	if cap(*a)-len(*a) < n {
+		*a = make([]T, 0, max(n, 2*cap(*a)))
+	}
+	return (*a)[len(*a) : len(*a) : len(*a)+n]
+}
+
+// done takes a plan's part s, cut from *a, out of *a's room and caps it at
+// its length; a part grown past its room (a copy) leaves *a as it was.
+func done[T any](a *[]T, s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	if end := len(*a) + len(s); end <= cap(*a) && &(*a)[:end][end-len(s)] == &s[0] {
+		*a = (*a)[:end]
+	}
+	return s[:len(s):len(s)]
 }
 
 // decideInto is Decide of earlier's facts and changes', with a buffer for
@@ -164,16 +226,19 @@ func Decide(local Local, changes []Change) Plan {
 // batch's payments one after another: a copy each was the largest of a
 // rerun's allocations after the pages). Nothing of the plan points into
 // the copy; it is cleared after.
-func decideInto(local Local, earlier, changes []Change, buf *[]Change) Plan {
-	cs := append(append((*buf)[:0], earlier...), changes...)
+func decideInto(local Local, earlier, changes []Change, d *decider) (p Plan) {
+	cs := append(append(d.facts[:0], earlier...), changes...)
 	defer func() {
 		clear(cs)
-		*buf = cs[:0]
+		d.facts = cs[:0]
 	}()
 	SortChanges(cs)
-	p := Plan{ProviderID: firstID(cs)}
+	p = Plan{ProviderID: firstID(cs)}
+	// At most one step and one event a fact.
+	p.Steps, p.Events = cut(&d.steps, len(cs)), cut(&d.events, len(cs))
+	defer func() { p.Steps, p.Events = done(&d.steps, p.Steps), done(&d.events, p.Events) }()
 	cur := models.StateNone
-	seenEvent := map[string]bool{}
+	var seenEvent map[string]bool // past a few events; a scan of p.Events before
 	var notices map[string]*Item
 	// A state an event shows is dated by the event: the same state inferred
 	// from an object (a re-fetch) keeps its amounts and view but does not
@@ -190,8 +255,7 @@ func decideInto(local Local, earlier, changes []Change, buf *[]Change) Plan {
 		if c.Inferred && c.State.Valid() && evented[rank(c.State)] {
 			c.State = models.StateNone
 		}
-		if c.EventID != "" && !seenEvent[c.EventID] {
-			seenEvent[c.EventID] = true
+		if c.EventID != "" && !hasEvent(p.Events, &seenEvent, c.EventID) {
 			p.Events = append(p.Events, c.EventID)
 		}
 		if c.Amount > 0 && c.Currency != "" {

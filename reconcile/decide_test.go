@@ -1,9 +1,12 @@
 package reconcile
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/reconciler/reconciler/models"
 )
@@ -249,4 +252,52 @@ func FuzzDecide(f *testing.F) {
 			t.Fatalf("not a fixed point after %v: applied %v", applied, applied3)
 		}
 	})
+}
+
+// TestDecideIntoSharesArraysSafely: a batch's plans cut their Steps and
+// Events from the decider's arrays. Each plan is what Decide makes alone,
+// whatever was decided before it with the same decider (the arrays running
+// out and replaced included), and appending to one plan's Steps or Events
+// changes no other plan. It fails when a plan's part is not capped or two
+// plans share a part.
+func TestDecideIntoSharesArraysSafely(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	states := []models.State{models.StateCreated, models.StateAuthorised, models.StateCaptured, models.StateSettled,
+		models.StateRefunded, models.StateCanceled, models.StateFailed, models.StateChargeback}
+	var d decider
+	d.newArrays(7) // small: most batches run out and get new arrays
+	var plans []Plan
+	var facts [][]Change
+	for i := range 300 {
+		var cs []Change
+		for j := range rng.IntN(25) {
+			c := ch(states[rng.IntN(len(states))], rng.IntN(100))
+			c.ProviderID = fmt.Sprintf("pi_%d", i)
+			c.EventID = fmt.Sprintf("evt_%d", rng.IntN(j+3)) // repeats: the events are deduplicated
+			cs = append(cs, c)
+		}
+		facts = append(facts, cs)
+		plans = append(plans, decideInto(Local{}, nil, cs, &d))
+		if i%40 == 39 {
+			d.newArrays(7) // the next batch
+		}
+	}
+	for i, p := range plans {
+		require.Equal(t, Decide(Local{}, facts[i]), p, "payment %d", i)
+	}
+	for i := range plans {
+		plans[i].Steps = append(plans[i].Steps, Step{To: models.StateNone})
+		plans[i].Events = append(plans[i].Events, "evt_appended")
+	}
+	for i, p := range plans {
+		want := Decide(Local{}, facts[i])
+		require.Len(t, p.Steps, len(want.Steps)+1, "payment %d", i)
+		require.Len(t, p.Events, len(want.Events)+1, "payment %d", i)
+		for j := range want.Steps {
+			require.Equal(t, want.Steps[j], p.Steps[j], "payment %d's step %d after the appends", i, j)
+		}
+		for j := range want.Events {
+			require.Equal(t, want.Events[j], p.Events[j], "payment %d's event %d after the appends", i, j)
+		}
+	}
 }

@@ -534,8 +534,8 @@ func planWindow(ctx context.Context, o Options, now time.Time) (window, map[stri
 }
 
 type engine struct {
-	facts    []Change // decideInto's buffer (the writer's)
-	spare    *batch   // the last committed batch's maps and plans, for the next (batch.spare)
+	dec      decider // decideInto's buffers (the writer's)
+	spare    *batch  // the last committed batch's maps and plans, for the next (batch.spare)
 	o        Options
 	st       store.Store
 	lock     store.Lock // nil with SkipLock
