@@ -209,15 +209,14 @@ func cut[T any](a *[]T, n int) []T {
 	return (*a)[len(*a) : len(*a) : len(*a)+n]
 }
 
-// done takes a plan's part s, cut from *a, out of *a's room and caps it at
-// its length; a part grown past its room (a copy) leaves *a as it was.
+// done takes a plan's part s, cut from *a (never grown past the room cut
+// gave it: at most one step and one event a fact), out of *a's room and
+// caps it at its length.
 func done[T any](a *[]T, s []T) []T {
 	if len(s) == 0 {
 		return nil
 	}
-	if end := len(*a) + len(s); end <= cap(*a) && &(*a)[:end][end-len(s)] == &s[0] {
-		*a = (*a)[:end]
-	}
+	*a = (*a)[:len(*a)+len(s)]
 	return s[:len(s):len(s)]
 }
 

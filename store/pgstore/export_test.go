@@ -77,3 +77,6 @@ func PaymentsVia(ctx context.Context, s *Store, native bool, n int, q string, ar
 
 // PaymentColumns is sqlbase.PaymentColumns, for the tests' statements.
 const PaymentColumns = sqlbase.PaymentColumns
+
+// Dollars is dollars: a statement's ? numbered $1, $2, … as gorm does.
+func Dollars(q string, nargs int) string { return dollars(q, nargs) }

@@ -44,8 +44,7 @@ func TestFewRowsStatementsUseTheIndex(t *testing.T) {
 
 	plan := func(t *testing.T, sql string, args []any) string {
 		t.Helper()
-		n := 0
-		sql = placeholders(sql, func() string { n++; return fmt.Sprintf("$%d", n) })
+		sql = pgstore.Dollars(sql, len(args))
 		tx := db.Begin()
 		defer tx.Rollback()
 		require.NoError(t, tx.Exec(`SET LOCAL plan_cache_mode = force_generic_plan`).Error)
@@ -85,19 +84,6 @@ func TestFewRowsStatementsUseTheIndex(t *testing.T) {
 	anti := plan(t, `SELECT count(*) FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
 		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.id)`, []any{`["evt_1","evt_2"]`, "stripe"})
 	require.Contains(t, anti, "Hash Anti Join", "the anti-join no longer hashes the events here: the test's table no longer tells the forms apart:\n%s", anti)
-}
-
-// placeholders replaces each ? of sql with next().
-func placeholders(sql string, next func() string) string {
-	var b strings.Builder
-	for _, r := range sql {
-		if r == '?' {
-			b.WriteString(next())
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // TestCopyEventsKeepsPayloads: the events' COPY (every batch in these

@@ -202,7 +202,6 @@ const PaymentColumnsP = `{p.provider_id}, {p.state}, {p.source_updated_at}, {p.a
 func (c *Conn) Payments(n int, q string, args ...any) ([]store.Payment, error) {
 	out := make([]store.Payment, 0, n)
 	times := Times{N: n}
-	timeOf := func(t sql.NullTime) *time.Time { return times.Of(t.Time, t.Valid) }
 	err := c.Scan(func(r *sql.Rows) error {
 		var p store.Payment
 		var state string
@@ -218,7 +217,7 @@ func (c *Conn) Payments(n int, q string, args ...any) ([]store.Payment, error) {
 			return err
 		}
 		p.State, p.PayoutID, p.AmountCaptured = st, payout.String, captured.Int64
-		p.At, p.SettledAt = timeOf(at), timeOf(settled)
+		p.At, p.SettledAt = times.Of(at.Time, at.Valid), times.Of(settled.Time, settled.Valid)
 		out = append(out, p)
 		return nil
 	}, q, args...)
