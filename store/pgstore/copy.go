@@ -35,9 +35,15 @@ var errNotPgx = errors.New("not pgx's connection")
 // CONFLICT) undoes the COPY (a savepoint) and returns done false: the
 // caller INSERTs them with ON CONFLICT DO NOTHING instead.
 func (t tx) copyEvents(ctx context.Context, runID int64, source string, rows []store.Event) (n int64, done bool, err error) {
+	// The rows' time, and lz4 for their payloads when the store uses it
+	// (toast.go), in one round trip.
 	var at time.Time
-	if err := t.c.Scan(func(r *sql.Rows) error { return r.Scan(&at) },
-		`SELECT coalesce(CAST(? AS timestamptz), now())`, t.now()); err != nil {
+	var method sql.NullString
+	q := `SELECT coalesce(CAST(? AS timestamptz), now()), NULL`
+	if t.lz4 {
+		q = `SELECT coalesce(CAST(? AS timestamptz), now()), ` + setLZ4
+	}
+	if err := t.c.Scan(func(r *sql.Rows) error { return r.Scan(&at, &method) }, q, t.now()); err != nil {
 		return 0, false, fmt.Errorf("insert synthetic events: %w", err)
 	}
 	m := t.c.Base().Schema
@@ -53,7 +59,7 @@ func (t tx) copyEvents(ctx context.Context, runID int64, source string, rows []s
 		default:
 		}
 	}()
-	q := t.c.SQL(`COPY {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at}[[synthetic:, {synthetic}]][[run_id:, {run_id}]]) FROM STDIN`)
+	q = t.c.SQL(`COPY {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at}[[synthetic:, {synthetic}]][[run_id:, {run_id}]]) FROM STDIN`)
 	if err := t.c.Exec(`SAVEPOINT ` + copySavepoint); err != nil {
 		return 0, false, fmt.Errorf("insert synthetic events: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/store"
@@ -80,3 +81,11 @@ const PaymentColumns = sqlbase.PaymentColumns
 
 // Dollars is dollars: a statement's ? numbered $1, $2, … as gorm does.
 func Dollars(q string, nargs int) string { return dollars(q, nargs) }
+
+// NewInsertOnly is New without a connection of the transaction's own: its
+// batches INSERT their events instead of COPYing them.
+func NewInsertOnly(db *gorm.DB) *Store {
+	s := New(db, nil)
+	s.OwnConn = false
+	return s
+}

@@ -24,7 +24,10 @@ import (
 )
 
 // Store is the PostgreSQL store.
-type Store struct{ *sqlbase.Base }
+type Store struct {
+	*sqlbase.Base
+	toast toastChoice // whether event transactions compress with lz4 (toast.go)
+}
 
 var _ store.Store = (*Store)(nil)
 
@@ -33,7 +36,7 @@ var _ store.Store = (*Store)(nil)
 func New(db *gorm.DB, c clock.Clock) *Store {
 	b := sqlbase.New(db, c, translate)
 	b.OwnConn = true // a batch COPYs its events (copyEvents)
-	return &Store{b}
+	return &Store{Base: b}
 }
 
 // translate maps PostgreSQL's deadlock and serialization failures to
@@ -91,7 +94,8 @@ func (s *Store) Dialect() string { return "postgres" }
 
 // InTx implements store.Store.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-	return s.Base.InTx(ctx, func(ctx context.Context, c *sqlbase.Conn) error { return fn(ctx, tx{c}) })
+	lz4 := s.lz4(ctx)
+	return s.Base.InTx(ctx, func(ctx context.Context, c *sqlbase.Conn) error { return fn(ctx, tx{c: c, lz4: lz4}) })
 }
 
 const inRange = "%[1]s >= ? AND %[1]s < ?"
@@ -235,7 +239,10 @@ func (l *lock) Held(ctx context.Context) error {
 }
 
 // tx is one transaction's batch statements.
-type tx struct{ c *sqlbase.Conn }
+type tx struct {
+	c   *sqlbase.Conn
+	lz4 bool // record events' payloads with lz4 (toast.go)
+}
 
 func (t tx) now() any { return t.c.Base().Now() }
 
@@ -537,6 +544,9 @@ func (t tx) InsertEventsDirect(ctx context.Context, runID int64, source string, 
 			return n, err
 		}
 		// A row was recorded meanwhile: the INSERT skips it.
+	}
+	if err := t.compressLZ4(rows); err != nil {
+		return 0, fmt.Errorf("insert synthetic events: %w", err)
 	}
 	n, err := t.c.Int(t.c.SQL(`WITH ins AS (
 		INSERT INTO {webhook_events} ({source}, {event_id}, {event_type}, {payload}, {processed_at}[[synthetic:, {synthetic}]][[run_id:, {run_id}]])
