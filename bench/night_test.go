@@ -35,6 +35,10 @@ import (
 //   - rerun: the same window again after a run, nothing to change: the
 //     job's own CPU per event (user + system time of the process) is the
 //     figure, the target at most 20 µs.
+//   - empty_stripe_sized, missed_33pct_stripe_sized: the same with the
+//     payment intents and charges as large as Stripe's own
+//     (stripefake.Options.FullObjects: events of about 1.6 and 3.3 kB
+//     instead of 0.9 and 1.4), which PostgreSQL pays for by the byte.
 //
 // Every case reports events/s, the job's CPU per event, peak RSS and the
 // requests it made over the requests the method needs (needed_requests:
@@ -50,18 +54,21 @@ func BenchmarkMonth(b *testing.B) {
 		name   string
 		missed int // one webhook in missed is lost; 0: no webhook at all
 		rerun  bool
+		full   bool // Stripe-sized payloads (stripefake.Options.FullObjects)
 	}{
-		{"empty", 0, false},
-		{"missed_10pct", 10, false},
-		{"missed_33pct", 3, false},
-		{"rerun", 10, true},
+		{"empty", 0, false, false},
+		{"missed_10pct", 10, false, false},
+		{"missed_33pct", 3, false, false},
+		{"rerun", 10, true, false},
+		{"empty_stripe_sized", 0, false, true},
+		{"missed_33pct_stripe_sized", 3, false, true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			b.StopTimer()
 			var rs []month
 			for range b.N {
-				rs = append(rs, runMonth(b, payments, c.missed, c.rerun))
+				rs = append(rs, runMonth(b, payments, c.missed, c.rerun, c.full))
 			}
 			m := median(rs)
 			b.ReportMetric(m.events/m.wall.Seconds(), "events/s")
@@ -95,11 +102,11 @@ func median(rs []month) month {
 
 // monthWorld is the month's fake account and schema, with the webhooks
 // delivered but every missed-th (missed 0: no webhook delivered at all).
-func monthWorld(b *testing.B, payments, missed int) (world, *stripefake.Server) {
+func monthWorld(b *testing.B, payments, missed int, full bool) (world, *stripefake.Server) {
 	b.Helper()
 	db := pgtest.New(b)
 	now := time.Now().UTC()
-	fake := stripefake.New(stripefake.Options{Seed: 1})
+	fake := stripefake.New(stripefake.Options{Seed: 1, FullObjects: full})
 	u := fake.Start()
 	b.Cleanup(fake.Close)
 	acct := fake.Account("")
@@ -116,9 +123,9 @@ func monthWorld(b *testing.B, payments, missed int) (world, *stripefake.Server) 
 
 func monthSince(now time.Time) time.Time { return now.Add(-(29*24 + 18) * time.Hour) }
 
-func runMonth(b *testing.B, payments, missed int, rerun bool) month {
+func runMonth(b *testing.B, payments, missed int, rerun, full bool) month {
 	b.Helper()
-	w, fake := monthWorld(b, payments, missed)
+	w, fake := monthWorld(b, payments, missed, full)
 	since := monthSince(w.now)
 	args := []string{"run", "--since", since.Format(time.RFC3339), "--until", w.now.Format(time.RFC3339), "--format", "json"}
 	args = append(args, strings.Fields(os.Getenv("BENCH_MONTH_ARGS"))...) // e.g. "--batch-size 4000"

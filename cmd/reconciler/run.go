@@ -102,6 +102,7 @@ func (e env) run(ctx context.Context, fs *pflag.FlagSet, f runFlags) (err error)
 	}
 
 	log := newLogger(cfg, stderr)
+	defer watchMemory(ctx, log)()
 	db, st, closeDB, err := openDB(ctx, cfg, log, false) // before any provider request: the schema check (issue 18)
 	if err != nil {
 		return err

@@ -39,6 +39,7 @@ func (e env) serveCmd() *cobra.Command {
 			return err
 		}
 		log := newLogger(cfg, stderr)
+		defer watchMemory(ctx, log)()
 		if len(tokens) == 0 {
 			log.Warn("no API tokens configured (RECONCILER_API_TOKENS or RECONCILER_API_TOKENS_FILE): POST /runs refuses everyone")
 		}

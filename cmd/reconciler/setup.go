@@ -13,6 +13,7 @@ import (
 	"github.com/reconciler/reconciler/config"
 	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/internal/logging"
+	"github.com/reconciler/reconciler/internal/memlimit"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/store"
 )
@@ -32,6 +33,15 @@ func newLogger(cfg config.Config, stderr io.Writer) *slog.Logger {
 }
 
 var isTerminal = logging.IsTerminal
+
+// watchMemory keeps the process's own soft memory limit above the live
+// heap (memlimit.Watch), logging each raise on log, until ctx ends or the
+// returned stop is called.
+func watchMemory(ctx context.Context, log *slog.Logger) (stop func()) {
+	ctx, stop = context.WithCancel(ctx)
+	go memlimit.Watch(ctx, 250*time.Millisecond, log)
+	return stop
+}
 
 // openDB opens the configured database and its store (dbopen.OpenStore);
 // closeDB releases the connections. migrated: the schema must be there,

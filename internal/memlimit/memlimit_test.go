@@ -1,11 +1,13 @@
 package memlimit
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 func keep(t *testing.T) {
@@ -102,5 +104,66 @@ func TestContainerLimitCapsTheGrowth(t *testing.T) {
 	}
 	if got := containerCeiling(); got != math.MaxInt64 {
 		t.Fatalf(`"max" is no limit: %d`, got)
+	}
+}
+
+func TestRaise(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name                  string
+		live, cur, ceil, want int64
+	}{
+		{"well under the limit", 30 * mib, 56 * mib, math.MaxInt64, 56 * mib},
+		{"at three quarters", 42 * mib, 56 * mib, math.MaxInt64, 56 * mib},
+		{"past three quarters", 50 * mib, 56 * mib, math.MaxInt64, 100 * mib},
+		{"over the limit", 68 * mib, 56 * mib, math.MaxInt64, 136 * mib},
+		{"rounded up to a MiB", 50*mib + 1, 56 * mib, math.MaxInt64, 101 * mib},
+		{"the container caps it", 68 * mib, 56 * mib, 80 * mib, 80 * mib},
+		{"never below the limit", 68 * mib, 56 * mib, 40 * mib, 56 * mib},
+	} {
+		if got := Raise(c.live, c.cur, c.ceil); got != c.want {
+			t.Errorf("%s: Raise(%d MiB, %d MiB) = %.2f MiB, want %d MiB", c.name, c.live/mib, c.cur/mib, float64(got)/mib, c.want/mib)
+		}
+	}
+}
+
+// A limit of the process's own grows with a live heap that outgrows it
+// (and never shrinks); an operator's GOMEMLIMIT stays as it is.
+func TestWatchRaisesOnlyItsOwnLimit(t *testing.T) {
+	keep(t)
+	debug.SetMemoryLimit(math.MaxInt64)
+	Set(env())
+	if got, _ := raiseFor(20 << 20); got != 0 || debug.SetMemoryLimit(-1) != Base {
+		t.Fatalf("a small heap raised the limit to %d", got)
+	}
+	if got, _ := raiseFor(44 << 20); got != 88<<20 || debug.SetMemoryLimit(-1) != 88<<20 {
+		t.Fatalf("44 MiB live under %d: raised to %d, limit %d", Base, got, debug.SetMemoryLimit(-1))
+	}
+	if got, _ := raiseFor(30 << 20); got != 0 || debug.SetMemoryLimit(-1) != 88<<20 {
+		t.Fatalf("the limit shrank: %d", debug.SetMemoryLimit(-1))
+	}
+	if got := RunShare(); got != Base {
+		t.Fatalf("share %d, want %d: a raise is room, not a larger budget", got, Base)
+	}
+
+	reset()
+	debug.SetMemoryLimit(64 << 20)
+	Set(env("GOMEMLIMIT", "64MiB"))
+	if got, _ := raiseFor(68 << 20); got != 0 || debug.SetMemoryLimit(-1) != 64<<20 {
+		t.Fatalf("the operator's limit moved: %d", debug.SetMemoryLimit(-1))
+	}
+}
+
+func TestWatchEndsWithItsContext(t *testing.T) {
+	keep(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { Watch(ctx, time.Millisecond, nil); close(done) }()
+	time.Sleep(5 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch did not return")
 	}
 }

@@ -17,9 +17,10 @@ import (
 // on misuse (unknown ids), as befits a test helper. All methods are safe for
 // concurrent use.
 type Account struct {
-	id  string
-	ids idCodec
-	now func() time.Time // the server's clock (Options.Now)
+	id   string
+	ids  idCodec
+	now  func() time.Time // the server's clock (Options.Now)
+	full bool             // Options.FullObjects
 
 	mu sync.RWMutex
 

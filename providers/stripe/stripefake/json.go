@@ -112,6 +112,9 @@ func (a *Account) appendPIObj(b []byte, i int32, p *piObj, expand int, rv render
 	b = append(appendKey(b, "payment_method_types"), `["card"]`...)
 	b = appendNullStr(b, "receipt_email", who.email)
 	b = appendStrField(b, "status", p.status)
+	if a.full {
+		b = append(b, piRest...)
+	}
 	return append(b, '}')
 }
 
@@ -182,6 +185,9 @@ func (a *Account) appendChargeObj(b []byte, i int32, c *chargeObj, personIdx int
 		b = append(b, `/refunds"}`...)
 	}
 	b = appendStrField(b, "status", "succeeded")
+	if a.full {
+		b = append(b, chargeRest...)
+	}
 	return append(b, '}')
 }
 

@@ -30,6 +30,10 @@ type Options struct {
 	// nil = time.Now.
 	Now  func() time.Time
 	Seed int64 // for deterministic ids and failure injection
+	// FullObjects renders every payment intent and charge with the rest of
+	// the fields Stripe's API returns (fullobjects.go), so that payloads
+	// have Stripe's sizes; the fields the fake models are the same.
+	FullObjects bool
 }
 
 // Horizon is how far back events are listed and retrievable, as on Stripe.
@@ -89,6 +93,7 @@ func (s *Server) Account(id string) *Account {
 	a, ok := s.accounts[id]
 	if !ok {
 		a = newAccount(id, s.opts.Seed, s.now)
+		a.full = s.opts.FullObjects
 		s.accounts[id] = a
 	}
 	return a
