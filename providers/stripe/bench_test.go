@@ -1,6 +1,7 @@
 package stripe_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strings"
@@ -16,9 +17,13 @@ import (
 // benchPage returns a /v1/events page of 100 realistic events: the fake's,
 // of the types the provider reads, payouts excluded so that the page is
 // one request.
-func benchPage(b *testing.B) []byte {
+func benchPage(b *testing.B) []byte { return benchPageOf(b, false) }
+
+// benchPageOf is benchPage, its payment intents and charges Stripe-sized
+// (stripefake.Options.FullObjects) when full.
+func benchPageOf(b *testing.B, full bool) []byte {
 	now := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
-	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 5})
+	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 5, FullObjects: full})
 	a := fake.Account("")
 	a.Generate(stripefake.GenOptions{Payments: 200, Start: now.Add(-48 * time.Hour), End: now.Add(-time.Hour), Seed: 5})
 	var items [][]byte
@@ -67,5 +72,56 @@ func BenchmarkListChangesPage(b *testing.B) {
 	}
 	if changes == 0 {
 		b.Fatal("no changes mapped")
+	}
+}
+
+// BenchmarkListChangesPages measures the event path as a run takes it: 50
+// pages of 100 events through one ListChanges (its parser, body buffer and
+// page reused from page to page), per page; the fake's events, and the same
+// Stripe-sized.
+func BenchmarkListChangesPages(b *testing.B) {
+	for _, full := range []bool{false, true} {
+		name := "fake"
+		if full {
+			name = "stripe_sized"
+		}
+		b.Run(name, func(b *testing.B) {
+			const pages = 50
+			page := benchPageOf(b, full)
+			more := bytes.Replace(page, []byte(`"has_more":false`), []byte(`"has_more":true`), 1)
+			served := 0
+			rt := rtFunc(func(r *http.Request) (*http.Response, error) {
+				if r.URL.Query().Get("limit") == "1" && r.URL.Query().Get("ending_before") == "" {
+					return respond(r, list("/v1/events", []byte(anchorEvent))), nil
+				}
+				if served++; served%pages != 0 {
+					return respond(r, more), nil
+				}
+				return respond(r, page), nil
+			})
+			p, err := stripe.New(stripe.Config{APIKey: "sk_test_bench", BaseURL: "http://stripe.invalid",
+				Transport: transport.New(transport.Options{Base: rt})})
+			if err != nil {
+				b.Fatal(err)
+			}
+			lp := reconcile.ListParams{Since: time.Unix(1700000001, 0), Until: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+			changes := 0
+			b.ReportAllocs()
+			b.SetBytes(int64(len(page)))
+			b.ResetTimer()
+			for b.Loop() {
+				served, changes = 0, 0
+				if err := p.ListChanges(context.Background(), lp, func(pg reconcile.Page) error {
+					changes += len(pg.Changes)
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if changes < pages*90 {
+				b.Fatalf("%d changes mapped from %d pages", changes, pages)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/pages/1000, "us/page")
+		})
 	}
 }

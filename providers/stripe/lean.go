@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	stripego "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/form"
@@ -31,8 +32,78 @@ type leanEvent struct {
 	// event's own, not the request's): it decides what amount_refunded
 	// counts after a partial capture.
 	APIVersion string
-	obj        *fastjson.Value
+	o          leanObject // what the mapping reads of data.object
 	raw        json.RawMessage
+}
+
+// objKind is which lean form of data.object an event's type is mapped
+// from (mapOne, payoutEach).
+type objKind uint8
+
+const (
+	objNone objKind = iota
+	objPI
+	objCharge
+	objRefund
+	objDispute
+	objPayout
+)
+
+// objectKind is the lean form mapOne (or, for a payout, payoutEach) reads
+// of an event of type typ.
+func objectKind(typ string) objKind {
+	switch {
+	case strings.HasPrefix(typ, "payment_intent."):
+		return objPI
+	case typ == "charge.captured" || typ == "charge.refunded":
+		return objCharge
+	case typ == "charge.refund.updated" || typ == "refund.updated" || typ == "refund.failed":
+		return objRefund
+	case strings.HasPrefix(typ, "charge.dispute."):
+		return objDispute
+	case strings.HasPrefix(typ, "payout."):
+		return objPayout
+	}
+	return objNone
+}
+
+// leanObject is what the mapping reads of an event's data.object, decoded
+// while the event's parse lives (decodeObject) instead of the parse kept
+// until the mapping: a page's parse trees, kept whole, were the largest
+// thing a run held (with Stripe-sized objects 8 MB for the events' parser
+// and as much for the balance transactions', its value cache grown to the
+// widest page seen), scanned by every collection (issue 16).
+type leanObject struct {
+	present bool    // the event had a data.object
+	kind    objKind // which of pi, ch, re, di, po was decoded
+	err     error   // fill's error for kind
+	pi      leanPI
+	ch      leanCharge
+	re      leanRefund
+	di      leanDispute
+	po      leanPayout
+	// payment is the PaymentIntent the object is about (paymentOf), read
+	// for an event in a version the mapping does not know.
+	payment    string
+	paymentErr error
+}
+
+// decodeObject decodes what the mapping reads of obj, an event of type typ.
+func decodeObject(o *leanObject, obj *fastjson.Value, typ string) {
+	*o = leanObject{present: true, kind: objectKind(typ)}
+	switch o.kind {
+	case objPI:
+		o.err = fill(obj, &o.pi)
+	case objCharge:
+		o.err = fill(obj, &o.ch)
+	case objRefund:
+		o.err = fill(obj, &o.re)
+	case objDispute:
+		o.err = fill(obj, &o.di)
+	case objPayout:
+		o.err = fill(obj, &o.po)
+	}
+	o.payment, o.paymentErr = paymentOf(obj, typ)
 }
 
 // leanEventList is a page of /v1/events, read once (rawPage) and parsed
@@ -42,6 +113,21 @@ type leanEventList struct {
 	stripego.APIResource
 	stripego.ListMeta
 	events []*leanEvent
+	// evs, when set, holds the events of the previous page, done with
+	// (eventIter's reuse): this page's are decoded into it.
+	evs *[]leanEvent
+}
+
+// eventsFor returns room for n events: the reused array when there is one.
+func (l *leanEventList) eventsFor(n int) []leanEvent {
+	if l.evs == nil {
+		return make([]leanEvent, n)
+	}
+	if cap(*l.evs) < n {
+		*l.evs = make([]leanEvent, n)
+	}
+	*l.evs = (*l.evs)[:n]
+	return *l.evs
 }
 
 // UnmarshalJSON parses the page. A field of the wrong type is an error, never
@@ -73,118 +159,154 @@ func listData(p *fastjson.Parser, b []byte, more *bool) ([]*fastjson.Value, erro
 	return arr, nil
 }
 
-// parse parses the page with p, whose values (and b, which they point
-// into) the events keep until p parses again.
+// parse reads the page with p. Each event is parsed on its own (its data
+// array's elements found by listSpans) and decoded at once (parseEvent):
+// p's value cache holds one event, not the page, and nothing of the parse
+// outlives the event's decode. The events' JSON are the page's own bytes,
+// as the provider sent them (a slice of b each, capped so that no append
+// can reach the next): b is the page's alone and outlives the events.
+// Re-encoding every event (fastjson's MarshalTo) into a second buffer the
+// size of the page was a tenth of a rerun's allocations. A page listSpans
+// cannot place for sure (never Stripe's) is parsed whole, as before, and
+// its events re-encoded.
 func (l *leanEventList) parse(p *fastjson.Parser, b []byte) error {
-	arr, err := listData(p, b, &l.HasMore)
-	if err != nil {
+	spans, env, ok := listSpans(b)
+	if !ok {
+		return l.parseWhole(p, b)
+	}
+	// The envelope, its data emptied, is fastjson's to check and read.
+	if _, err := listData(p, env, &l.HasMore); err != nil {
 		return err
 	}
-	l.events = make([]*leanEvent, len(arr))
-	evs := make([]leanEvent, len(arr))
-	// Each event's JSON is the page's own bytes, as the provider sent them
-	// (a slice of b each, capped so that no append can reach the next):
-	// b is the page's alone and outlives the events. Re-encoding every
-	// event (fastjson's MarshalTo) into a second buffer the size of the
-	// page was a tenth of a rerun's allocations. A page whose elements
-	// cannot be found in it (never for valid JSON; dataSpans is cautious)
-	// is re-encoded as before.
-	spans := dataSpans(b, len(arr))
-	var raw []byte
-	if spans == nil {
-		raw = make([]byte, 0, len(b))
-	}
-	for i, e := range arr {
+	l.events = make([]*leanEvent, len(spans))
+	evs := l.eventsFor(len(spans))
+	for i, sp := range spans {
+		e, err := p.ParseBytes(b[sp[0]:sp[1]])
+		if err != nil {
+			return fmt.Errorf("data[%d]: %w", i, err)
+		}
 		ev := &evs[i]
 		if err := parseEvent(e, ev); err != nil {
 			return err
 		}
-		if spans != nil {
-			ev.raw = b[spans[i][0]:spans[i][1]:spans[i][1]]
-		} else {
-			start := len(raw)
-			raw = e.MarshalTo(raw)
-			ev.raw = raw[start:len(raw):len(raw)]
-		}
+		ev.raw = b[sp[0]:sp[1]:sp[1]]
 		l.events[i] = ev
 	}
 	return nil
 }
 
-// dataSpans returns where each of the n elements of the top-level "data"
-// array of b, a list page fastjson has parsed (so valid JSON), lies in b,
-// or nil when it cannot say for sure: a key written with escapes (which
-// fastjson would unescape), or a count other than n. Like fastjson's Get,
-// it takes the first "data" key.
-func dataSpans(b []byte, n int) [][2]int {
+// parseWhole parses the page in one piece, its events re-encoded.
+func (l *leanEventList) parseWhole(p *fastjson.Parser, b []byte) error {
+	arr, err := listData(p, b, &l.HasMore)
+	if err != nil {
+		return err
+	}
+	l.events = make([]*leanEvent, len(arr))
+	evs := l.eventsFor(len(arr))
+	raw := make([]byte, 0, len(b))
+	for i, e := range arr {
+		ev := &evs[i]
+		if err := parseEvent(e, ev); err != nil {
+			return err
+		}
+		start := len(raw)
+		raw = e.MarshalTo(raw)
+		ev.raw = raw[start:len(raw):len(raw)]
+		l.events[i] = ev
+	}
+	return nil
+}
+
+// listSpans finds, without parsing, where each element of the top-level
+// "data" array of b, a list page, lies in b, and returns the page with that
+// array emptied (env) for fastjson to check and read. ok is false when it
+// cannot say for sure: a key written with escapes (which fastjson would
+// unescape), no data array, or anything but JSON's structure around the
+// elements (each element is fastjson's to check). Like fastjson's Get, it
+// takes the first "data" key.
+func listSpans(b []byte) (spans [][2]int, env []byte, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil
+		return nil, nil, false
 	}
 	i++
-	for {
+	arr := [2]int{-1, -1} // the data array, brackets included
+	for first := true; ; first = false {
 		i = skipSpace(b, i)
+		if i < len(b) && b[i] == '}' && first {
+			break // {}: no data
+		}
 		if i >= len(b) || b[i] != '"' {
-			return nil // '}' included: no data
+			return nil, nil, false
 		}
 		end := skipString(b, i)
 		if end < 0 {
-			return nil
+			return nil, nil, false
 		}
 		key := b[i+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			return nil
+			return nil, nil, false
 		}
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil
+			return nil, nil, false
 		}
 		i = skipSpace(b, i+1)
-		if string(key) == "data" {
-			return arraySpans(b, i, n)
-		}
-		if i = skipValue(b, i); i < 0 {
-			return nil
+		if string(key) == "data" && arr[0] < 0 {
+			if spans, end = arrayElems(b, i); end < 0 {
+				return nil, nil, false
+			}
+			arr = [2]int{i, end}
+			i = end
+		} else if i = skipValue(b, i); i < 0 {
+			return nil, nil, false
 		}
 		i = skipSpace(b, i)
+		if i < len(b) && b[i] == '}' {
+			break
+		}
 		if i >= len(b) || b[i] != ',' {
-			return nil
+			return nil, nil, false
 		}
 		i++
 	}
+	if arr[0] < 0 || skipSpace(b, i+1) != len(b) {
+		return nil, nil, false
+	}
+	env = make([]byte, 0, len(b)-(arr[1]-arr[0])+2)
+	env = append(append(append(env, b[:arr[0]]...), "[]"...), b[arr[1]:]...)
+	return spans, env, true
 }
 
-// arraySpans returns the spans of the n elements of the array at b[i].
-func arraySpans(b []byte, i, n int) [][2]int {
+// arrayElems returns the spans of the elements of the array at b[i] and
+// the index just past it, or -1.
+func arrayElems(b []byte, i int) ([][2]int, int) {
 	if i >= len(b) || b[i] != '[' {
-		return nil
+		return nil, -1
 	}
-	spans := make([][2]int, 0, n)
+	var spans [][2]int
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return spans[:0:0] // empty, not nil
+		return spans, i + 1
 	}
 	for {
 		start := skipSpace(b, i)
 		end := skipValue(b, start)
-		if end < 0 || len(spans) == n {
-			return nil
+		if end < 0 {
+			return nil, -1
 		}
 		spans = append(spans, [2]int{start, end})
 		i = skipSpace(b, end)
 		if i >= len(b) {
-			return nil
+			return nil, -1
 		}
 		switch b[i] {
 		case ',':
 			i++
 		case ']':
-			if len(spans) != n {
-				return nil
-			}
-			return spans
+			return spans, i + 1
 		default:
-			return nil
+			return nil, -1
 		}
 	}
 }
@@ -261,9 +383,11 @@ func parseEvent(e *fastjson.Value, ev *leanEvent) error {
 	if ev.APIVersion, err = str(e, "api_version", false); err != nil {
 		return fmt.Errorf("stripe event %s: %w", ev.ID, err)
 	}
-	if ev.obj = e.Get("data", "object"); ev.obj == nil || ev.obj.Type() != fastjson.TypeObject {
+	obj := e.Get("data", "object")
+	if obj == nil || obj.Type() != fastjson.TypeObject {
 		return fmt.Errorf("stripe event %s: data.object is not an object", ev.ID)
 	}
+	decodeObject(&ev.o, obj, ev.Type)
 	return nil
 }
 
@@ -514,21 +638,23 @@ type leanBTList struct {
 // eventIter lists events through stripe-go's backend and list iterator,
 // decoding each event leanly from the page's body, read once (rawPage).
 //
-// With reuse, one parser and one body buffer serve every page: a page's
-// events point into them until the next page is read, so the caller must
-// be done with each event (mapped it, copied what it keeps) before it asks
-// the iterator for the next one past a page's end. ListChanges is; a caller
+// With reuse, one parser, one body buffer and one array of events serve
+// every page: the next page's events are decoded over a page's, so the
+// caller must be done with each event (mapped it, copied what it keeps)
+// before it asks the iterator for the next one past a page's end (an
+// event's JSON is the page's own copy of the body, and stays). ListChanges is; a caller
 // that holds an event across pages (oldestIn) must not reuse. A fresh
 // parser per page grew its value cache from nothing each time: two thirds
 // of the decoding's time and 1.3 MB of garbage a page.
 func (p *Provider) eventIter(params *stripego.EventListParams, reuse bool) *stripego.Iter {
 	var parser *fastjson.Parser
 	var buf *bytes.Buffer
+	var evs *[]leanEvent
 	if reuse {
-		parser, buf = new(fastjson.Parser), new(bytes.Buffer)
+		parser, buf, evs = new(fastjson.Parser), new(bytes.Buffer), new([]leanEvent)
 	}
 	return stripego.GetIter(params, func(sp *stripego.Params, b *form.Values) ([]interface{}, stripego.ListContainer, error) {
-		list := &leanEventList{}
+		list := &leanEventList{evs: evs}
 		pp, bb := parser, buf
 		if !reuse {
 			pp, bb = new(fastjson.Parser), new(bytes.Buffer)
@@ -640,34 +766,62 @@ func putBTReader(r *btReader) {
 
 // parse reads a page of balance transactions with fastjson, like the
 // events: a field of the wrong type is an error, never a silent zero.
+//
+// Like an events page, each element is parsed on its own when listSpans
+// places them (p's cache then holds one balance transaction and its
+// charge, not a page of them).
 func (l *leanBTList) parse(p *fastjson.Parser, b []byte) error {
-	arr, err := listData(p, b, &l.HasMore)
-	if err != nil {
+	spans, env, ok := listSpans(b)
+	if !ok {
+		arr, err := listData(p, b, &l.HasMore)
+		if err != nil {
+			return err
+		}
+		l.Data = make([]*leanBT, len(arr))
+		for i, o := range arr {
+			if l.Data[i], err = parseBT(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if _, err := listData(p, env, &l.HasMore); err != nil {
 		return err
 	}
-	l.Data = make([]*leanBT, len(arr))
-	for i, o := range arr {
-		bt := &leanBT{}
-		var errs []error
-		s := func(k string) string { x, err := str(o, k, false); errs = append(errs, err); return x }
-		n := func(k string) int64 { x, err := num(o, k, false); errs = append(errs, err); return x }
-		bt.ID, bt.Type, bt.Status, bt.AvailableOn, bt.Created = s("id"), s("type"), s("status"), n("available_on"), n("created")
-		if src := o.Get("source"); src != nil && src.Type() == fastjson.TypeObject {
-			bt.Source.Object = s2(src, "object", &errs)
-			if bt.Source.Object == "charge" {
-				errs = append(errs, fill(src, &bt.Source.leanCharge))
-			} else {
-				bt.Source.ID = s2(src, "id", &errs)
-			}
-		} else if src != nil && src.Type() == fastjson.TypeString {
-			bt.Source.ID = string(src.GetStringBytes())
+	l.Data = make([]*leanBT, len(spans))
+	for i, sp := range spans {
+		o, err := p.ParseBytes(b[sp[0]:sp[1]])
+		if err != nil {
+			return fmt.Errorf("data[%d]: %w", i, err)
 		}
-		if err := errors.Join(errs...); err != nil {
-			return fmt.Errorf("balance transaction %s: %w", bt.ID, err)
+		if l.Data[i], err = parseBT(o); err != nil {
+			return err
 		}
-		l.Data[i] = bt
 	}
 	return nil
+}
+
+// parseBT reads one balance transaction with its source.
+func parseBT(o *fastjson.Value) (*leanBT, error) {
+	bt := &leanBT{}
+	var errs []error
+	s := func(k string) string { x, err := str(o, k, false); errs = append(errs, err); return x }
+	n := func(k string) int64 { x, err := num(o, k, false); errs = append(errs, err); return x }
+	bt.ID, bt.Type, bt.Status, bt.AvailableOn, bt.Created = s("id"), s("type"), s("status"), n("available_on"), n("created")
+	if src := o.Get("source"); src != nil && src.Type() == fastjson.TypeObject {
+		bt.Source.Object = s2(src, "object", &errs)
+		if bt.Source.Object == "charge" {
+			errs = append(errs, fill(src, &bt.Source.leanCharge))
+		} else {
+			bt.Source.ID = s2(src, "id", &errs)
+		}
+	} else if src != nil && src.Type() == fastjson.TypeString {
+		bt.Source.ID = string(src.GetStringBytes())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("balance transaction %s: %w", bt.ID, err)
+	}
+	return bt, nil
 }
 
 func s2(v *fastjson.Value, key string, errs *[]error) string {

@@ -110,14 +110,16 @@ func TestEventPayloadReencodedWhenNotPlaced(t *testing.T) {
 			}
 		})
 	}
-	if dataSpans([]byte(`{"d\u0061ta":[1]}`), 1) != nil {
+	if _, _, ok := listSpans([]byte(`{"d\u0061ta":[1]}`)); ok {
 		t.Fatal("an escaped key was placed")
 	}
-	if s := dataSpans([]byte(`{"data":[]}`), 0); s == nil || len(s) != 0 {
-		t.Fatalf("empty data: %v", s)
+	if s, env, ok := listSpans([]byte(`{"data":[],"has_more":false}`)); !ok || len(s) != 0 || string(env) != `{"data":[],"has_more":false}` {
+		t.Fatalf("empty data: %v %s %v", s, env, ok)
 	}
-	if dataSpans([]byte(`{"data":[1,2]}`), 1) != nil {
-		t.Fatal("a count other than fastjson's was accepted")
+	for _, b := range []string{`{"data":[1]} x`, `{"data":[1] "x":2}`, `{"data":[1 2]}`, `{"has_more":true}`, `[]`, `{"data":[1]`} {
+		if _, _, ok := listSpans([]byte(b)); ok {
+			t.Fatalf("%s was placed", b)
+		}
 	}
 }
 
@@ -157,7 +159,7 @@ func randomValue(r *rand.Rand, depth int) any {
 	return a
 }
 
-func TestDataSpansAgreeWithFastjson(t *testing.T) {
+func TestListSpansAgreeWithFastjson(t *testing.T) {
 	r := rand.New(rand.NewPCG(16, 2026))
 	var p fastjson.Parser
 	for i := range 2000 {
@@ -177,10 +179,15 @@ func TestDataSpansAgreeWithFastjson(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spans := dataSpans(b, len(arr))
-		if spans == nil {
-			t.Fatalf("not placed: %s", b)
+		spans, env, ok := listSpans(b)
+		if !ok || len(spans) != len(arr) {
+			t.Fatalf("not placed (%v, %d spans for %d): %s", ok, len(spans), len(arr), b)
 		}
+		var envMore bool
+		if _, err := listData(&p, env, &envMore); err != nil || envMore != more {
+			t.Fatalf("the envelope %s: %v, has_more %v want %v", env, err, envMore, more)
+		}
+		arr, _ = listData(&p, b, &more) // again: p parsed env since
 		for j, s := range spans {
 			if got, want := compact(t, b[s[0]:s[1]]), compact(t, arr[j].MarshalTo(nil)); got != want {
 				t.Fatalf("element %d of %s:\n%s\nwant\n%s", j, b, got, want)
@@ -189,35 +196,48 @@ func TestDataSpansAgreeWithFastjson(t *testing.T) {
 	}
 }
 
-// FuzzDataSpans: whatever page fastjson accepts, dataSpans either declines
-// (nil) or places each element of data exactly where fastjson found it.
-func FuzzDataSpans(f *testing.F) {
+// FuzzListSpans: whatever page listSpans places is read as fastjson reads
+// it whole: the envelope (its data emptied) and every element parse if and
+// only if the page does, with the same has_more and the same elements.
+func FuzzListSpans(f *testing.F) {
 	f.Add([]byte(`{"data":[{"a":"]}\""},[1,{"b":[]}],"x\\",null,-1.5e3,true]}`))
 	f.Add([]byte(" {\"has_more\":false , \"data\" :\n[ {\"id\":\"evt_1\"} ]\t} "))
 	f.Add([]byte(`{"d\u0061ta":[1],"data":[2]}`))
+	f.Add([]byte(`{"data":[tru],"has_more":false}`))
+	f.Add([]byte(`{"data":[1],"has_more":flase}`))
 	f.Add(page(2, true))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var p fastjson.Parser
-		var more bool
-		arr, err := listData(&p, b, &more)
-		if err != nil {
+		spans, env, ok := listSpans(b)
+		if !ok {
 			return
 		}
-		spans := dataSpans(b, len(arr))
-		if spans == nil {
-			return
-		}
-		if len(spans) != len(arr) {
-			t.Fatalf("%d spans for %d elements", len(spans), len(arr))
-		}
-		for i, s := range spans {
-			var q fastjson.Parser
-			v, err := q.ParseBytes(b[s[0]:s[1]])
+		var p, pw fastjson.Parser // pw's values live while p parses
+		var whole bool
+		arr, werr := listData(&pw, b, &whole)
+		var ours bool
+		_, err := listData(&p, env, &ours)
+		var vals []string
+		for _, s := range spans {
 			if err != nil {
-				t.Fatalf("element %d: %q is not one value: %v", i, b[s[0]:s[1]], err)
+				break
 			}
-			if got, want := string(v.MarshalTo(nil)), string(arr[i].MarshalTo(nil)); got != want {
-				t.Fatalf("element %d:\n%s\nwant\n%s", i, got, want)
+			var v *fastjson.Value
+			if v, err = p.ParseBytes(b[s[0]:s[1]]); err == nil {
+				vals = append(vals, string(v.MarshalTo(nil)))
+			}
+		}
+		if (werr == nil) != (err == nil) {
+			t.Fatalf("whole: %v; in parts: %v: %q", werr, err, b)
+		}
+		if werr != nil {
+			return
+		}
+		if whole != ours || len(vals) != len(arr) {
+			t.Fatalf("has_more %v/%v, %d/%d elements: %q", ours, whole, len(vals), len(arr), b)
+		}
+		for i, a := range arr {
+			if want := string(a.MarshalTo(nil)); vals[i] != want {
+				t.Fatalf("element %d:\n%s\nwant\n%s", i, vals[i], want)
 			}
 		}
 	})

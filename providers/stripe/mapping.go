@@ -43,16 +43,16 @@ func at(unix int64) time.Time { return time.Unix(unix, 0).UTC() }
 // payout.reconciliation_completed lists them again once Stripe says the
 // list is complete. Every other event is one payment's (mapOne).
 func (p *Provider) payoutEach(ctx context.Context, account string, ev *leanEvent, emit func(reconcile.Change) error) error {
-	if ev.obj == nil {
+	if !ev.o.present {
 		return fmt.Errorf("stripe event %s has no data", ev.ID)
 	}
 	// The payout fields read (id, automatic, reconciliation_status) are
 	// rendered alike in every version, and its balance transactions are
 	// fetched in the pinned one.
-	var po leanPayout
-	if err := fill(ev.obj, &po); err != nil {
+	if err := ev.o.want(objPayout); err != nil {
 		return fmt.Errorf("decode payout in stripe event %s: %w", ev.ID, err)
 	}
+	po := ev.o.po
 	base := reconcile.Change{At: at(ev.Created), EventID: ev.ID, EventType: ev.Type}
 	return p.payoutEventEach(ctx, account, base, ev.Type, po, emit)
 }
@@ -62,14 +62,14 @@ func (p *Provider) payoutEach(ctx context.Context, account string, ev *leanEvent
 // returns the change itself: a slice of one for each event was a
 // fifteenth of a rerun's allocations.
 func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
-	if ev.obj == nil {
+	if !ev.o.present {
 		return c, false, fmt.Errorf("stripe event %s has no data", ev.ID)
 	}
 	t := at(ev.Created)
 	base := reconcile.Change{At: t, EventID: ev.ID, EventType: ev.Type}
 	typ := ev.Type
-	decode := func(kind string, v any) error {
-		if err := fill(ev.obj, v); err != nil {
+	decode := func(kind string, k objKind) error {
+		if err := ev.o.want(k); err != nil {
 			return fmt.Errorf("decode %s in stripe event %s: %w", kind, ev.ID, err)
 		}
 		return nil
@@ -78,7 +78,7 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 	if !known {
 		// A version newer than any whose changelog was read may have changed
 		// what the fields mean: the payment is reported, not misread.
-		id, err := paymentOf(ev.obj, typ)
+		id, err := ev.o.payment, ev.o.paymentErr
 		if err != nil {
 			return c, false, fmt.Errorf("decode stripe event %s: %w", ev.ID, err)
 		}
@@ -89,28 +89,28 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 	}
 	switch {
 	case strings.HasPrefix(typ, "payment_intent."):
-		var pi leanPI
-		if err := decode("payment intent", &pi); err != nil {
+		if err := decode("payment intent", objPI); err != nil {
 			return c, false, err
 		}
+		pi := ev.o.pi
 		if vdate < versionStatusRename {
 			pi.Status = renamedStatus(pi.Status)
 		}
 		return keep(piChange(base, pi))
 
 	case typ == "charge.captured" || typ == "charge.refunded":
-		var ch leanCharge
-		if err := decode("charge", &ch); err != nil {
+		if err := decode("charge", objCharge); err != nil {
 			return c, false, err
 		}
+		ch := ev.o.ch
 		c, ok = chargeChange(base, &ch, vdate)
 		return c, ok, nil
 
 	case typ == "charge.refund.updated" || typ == "refund.updated" || typ == "refund.failed":
-		var r leanRefund
-		if err := decode("refund", &r); err != nil {
+		if err := decode("refund", objRefund); err != nil {
 			return c, false, err
 		}
+		r := ev.o.re
 		switch st := stripego.RefundStatus(r.Status); st {
 		case stripego.RefundStatusFailed, stripego.RefundStatusCanceled:
 		case stripego.RefundStatusPending, stripego.RefundStatusSucceeded, stripego.RefundStatusRequiresAction:
@@ -134,10 +134,10 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 		return keep(c)
 
 	case strings.HasPrefix(typ, "charge.dispute."):
-		var d leanDispute
-		if err := decode("dispute", &d); err != nil {
+		if err := decode("dispute", objDispute); err != nil {
 			return c, false, err
 		}
+		d := ev.o.di
 		return keep(disputeChange(base, typ, d, vdate))
 	}
 	return c, false, nil
@@ -153,6 +153,15 @@ func renamedStatus(s string) string {
 		return string(stripego.PaymentIntentStatusRequiresAction)
 	}
 	return s
+}
+
+// want returns the decode's error for kind, or an error when the event's
+// type decoded another form (objectKind and the mapping disagree: a bug).
+func (o *leanObject) want(k objKind) error {
+	if o.kind != k {
+		return fmt.Errorf("internal: the object was decoded as form %d, read as %d", o.kind, k)
+	}
+	return o.err
 }
 
 // paymentOf is the PaymentIntent an event's object is about.
