@@ -116,73 +116,109 @@ func reset() {
 }
 
 // Headroom is how far above the live heap Watch puts a limit of the
-// process's own once the heap nears it: the collector needs room to let
-// the heap grow between cycles. A live heap near the limit made it collect
-// without pause: with Stripe-sized payloads (a third of the events 3 kB
-// charges) the month's live heap reached the 56 MiB limit, the collector
-// ran 3,624 times and the job's CPU went from 2.6 to 11 s; raised to 1.5
-// times the live heap, 110 times and 6.9 s; with twice, about 3.6 s
-// (issue 16, docs/benchmarks.md "Stripe-sized payloads").
+// process's own when the collector thrashes under it: with Stripe-sized
+// payloads (a third of the events 3 kB charges), before each event was
+// parsed on its own, the month's live heap neared the 56 MiB limit, the
+// collector took half the CPU and the job's CPU went from 2.6 to 10 s;
+// raised to 1.5 times the live heap, 6.9 s; to twice, about 4 s (issue 16,
+// docs/benchmarks.md "Stripe-sized payloads").
 const Headroom = 2
 
+// Thrashing is the share of the CPU GOMAXPROCS allows that the collector
+// used, in each of four checks 250 ms apart (a second), at which Watch
+// deems it to run without pause: a collector driven by the limit is held
+// to about half. Read every 250 ms: the fake's month 0.02-0.12; the object
+// listing's million events 0.25-0.43 for minutes, and under the 100 MiB
+// target only as it is (raised at 0.25 once, or at 0.4 twice in a row, it
+// peaked at 100.5 and 109.9 MiB, no faster); the Stripe-sized month
+// thrashing under the limit, 0.47-0.60 for seconds.
+const Thrashing = 0.45
+
+// thrashChecks is how many checks in a row Thrashing must hold.
+const thrashChecks = 4
+
 // Raise returns the limit a process should have whose live heap is live
-// under limit cur: cur while live stays under three quarters of it, else
-// live·Headroom rounded up to a MiB, at most ceiling (never below cur).
-func Raise(live, cur, ceiling int64) int64 {
-	if live <= cur/4*3 {
+// under limit cur while the collector takes share of its CPU: cur unless
+// the collector thrashes (Thrashing) with the live heap past half the
+// limit, else live·Headroom rounded up to a MiB, at most ceiling (never
+// below cur). A limit only tight, not thrashing, stays: it keeps the
+// process small.
+func Raise(live, cur, ceiling int64, share float64) int64 {
+	if share < Thrashing || live <= cur/2 {
 		return cur
 	}
 	want := (live*Headroom + 1<<20 - 1) &^ (1<<20 - 1)
 	return max(cur, min(want, ceiling))
 }
 
-// liveHeap is the runtime's count of the heap the last collection found
-// live.
-func liveHeap() int64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+// gcStats reads the heap the last collection found live, and the CPU the
+// collector and the process had (runtime/metrics' estimates, in seconds).
+func gcStats() (live int64, gc, total float64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		live = int64(s[0].Value.Uint64())
 	}
-	return int64(s[0].Value.Uint64())
+	if s[1].Value.Kind() == metrics.KindFloat64 && s[2].Value.Kind() == metrics.KindFloat64 {
+		gc, total = s[1].Value.Float64(), s[2].Value.Float64()
+	}
+	return live, gc, total
 }
 
-// Watch checks the live heap every interval until ctx ends and raises a
-// limit of the process's own (Raise) when the heap outgrows it, up to
-// three quarters of the container's memory, logging each raise; it never
-// lowers one, and leaves an operator's GOMEMLIMIT alone. The limit is a
-// target for the collector, not a cap the work fits under: when the work
+// Watch checks the collector every interval until ctx ends and raises a
+// limit of the process's own (Raise) when it thrashes under it
+// (Thrashing, thrashChecks checks in a row), up to three
+// quarters of the container's memory, logging each raise; it never lowers
+// one, and leaves an operator's GOMEMLIMIT alone. The limit is a target
+// for the collector, not a cap the work must fit under: when the work
 // needs more (large payloads, a wide page), the process should use more
-// memory, not spend its CPU collecting.
+// memory rather than spend its CPU collecting.
 func Watch(ctx context.Context, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	_, lastGC, lastTotal := gcStats()
+	hot := 0 // checks in a row the collector thrashed
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if raised, live := raiseFor(liveHeap()); raised > 0 && log != nil {
-			log.Info("the live heap neared the soft memory limit: raised it", "live_mib", live>>20, "limit_mib", raised>>20)
+		live, gc, total := gcStats()
+		share := 0.0
+		if total > lastTotal {
+			share = (gc - lastGC) / (total - lastTotal)
+		}
+		lastGC, lastTotal = gc, total
+		if share < Thrashing {
+			hot = 0
+			continue
+		}
+		if hot++; hot < thrashChecks {
+			continue
+		}
+		if raised := raiseFor(live, share); raised > 0 && log != nil {
+			log.Info("the collector ran without pause under the soft memory limit: raised it",
+				"live_mib", live>>20, "gc_cpu_share", float64(int(share*100))/100, "limit_mib", raised>>20)
 		}
 	}
 }
 
 // raiseFor raises a limit of the process's own for a live heap of live
-// bytes, returning the new limit (0: unchanged) and live.
-func raiseFor(live int64) (int64, int64) {
+// bytes whose collector took share of the CPU, returning the new limit (0:
+// unchanged).
+func raiseFor(live int64, share float64) int64 {
 	mu.Lock()
 	defer mu.Unlock()
 	cur := debug.SetMemoryLimit(-1)
 	if !owned || cur != sized || live <= 0 {
-		return 0, live
+		return 0
 	}
-	next := Raise(live, cur, containerCeiling())
+	next := Raise(live, cur, containerCeiling(), share)
 	if next <= cur {
-		return 0, live
+		return 0
 	}
 	debug.SetMemoryLimit(next)
 	sized = next
-	return next, live
+	return next
 }

@@ -112,34 +112,36 @@ func TestRaise(t *testing.T) {
 	for _, c := range []struct {
 		name                  string
 		live, cur, ceil, want int64
+		share                 float64
 	}{
-		{"well under the limit", 30 * mib, 56 * mib, math.MaxInt64, 56 * mib},
-		{"at three quarters", 42 * mib, 56 * mib, math.MaxInt64, 56 * mib},
-		{"past three quarters", 50 * mib, 56 * mib, math.MaxInt64, 100 * mib},
-		{"over the limit", 68 * mib, 56 * mib, math.MaxInt64, 136 * mib},
-		{"rounded up to a MiB", 50*mib + 1, 56 * mib, math.MaxInt64, 101 * mib},
-		{"the container caps it", 68 * mib, 56 * mib, 80 * mib, 80 * mib},
-		{"never below the limit", 68 * mib, 56 * mib, 40 * mib, 56 * mib},
+		{"a quiet collector", 50 * mib, 56 * mib, math.MaxInt64, 56 * mib, 0.05},
+		{"a tight limit, not thrashing (the listing's million)", 54 * mib, 56 * mib, math.MaxInt64, 56 * mib, 0.43},
+		{"thrashing, the heap small (not the limit's doing)", 20 * mib, 56 * mib, math.MaxInt64, 56 * mib, 0.5},
+		{"thrashing past half the limit", 42 * mib, 56 * mib, math.MaxInt64, 84 * mib, 0.5},
+		{"thrashing over the limit", 68 * mib, 56 * mib, math.MaxInt64, 136 * mib, Thrashing},
+		{"rounded up to a MiB", 42*mib + 1, 56 * mib, math.MaxInt64, 85 * mib, 0.5},
+		{"the container caps it", 68 * mib, 56 * mib, 80 * mib, 80 * mib, 0.5},
+		{"never below the limit", 68 * mib, 56 * mib, 40 * mib, 56 * mib, 0.5},
 	} {
-		if got := Raise(c.live, c.cur, c.ceil); got != c.want {
-			t.Errorf("%s: Raise(%d MiB, %d MiB) = %.2f MiB, want %d MiB", c.name, c.live/mib, c.cur/mib, float64(got)/mib, c.want/mib)
+		if got := Raise(c.live, c.cur, c.ceil, c.share); got != c.want {
+			t.Errorf("%s: Raise(%d MiB, %d MiB, %g) = %.2f MiB, want %d MiB", c.name, c.live/mib, c.cur/mib, c.share, float64(got)/mib, c.want/mib)
 		}
 	}
 }
 
-// A limit of the process's own grows with a live heap that outgrows it
+// A limit of the process's own grows when the collector thrashes under it
 // (and never shrinks); an operator's GOMEMLIMIT stays as it is.
 func TestWatchRaisesOnlyItsOwnLimit(t *testing.T) {
 	keep(t)
 	debug.SetMemoryLimit(math.MaxInt64)
 	Set(env())
-	if got, _ := raiseFor(20 << 20); got != 0 || debug.SetMemoryLimit(-1) != Base {
-		t.Fatalf("a small heap raised the limit to %d", got)
+	if got := raiseFor(44<<20, 0.05); got != 0 || debug.SetMemoryLimit(-1) != Base {
+		t.Fatalf("a quiet collector raised the limit to %d", got)
 	}
-	if got, _ := raiseFor(44 << 20); got != 88<<20 || debug.SetMemoryLimit(-1) != 88<<20 {
-		t.Fatalf("44 MiB live under %d: raised to %d, limit %d", Base, got, debug.SetMemoryLimit(-1))
+	if got := raiseFor(44<<20, 0.5); got != 88<<20 || debug.SetMemoryLimit(-1) != 88<<20 {
+		t.Fatalf("44 MiB live under %d, thrashing: raised to %d, limit %d", Base, got, debug.SetMemoryLimit(-1))
 	}
-	if got, _ := raiseFor(30 << 20); got != 0 || debug.SetMemoryLimit(-1) != 88<<20 {
+	if got := raiseFor(30<<20, 0.5); got != 0 || debug.SetMemoryLimit(-1) != 88<<20 {
 		t.Fatalf("the limit shrank: %d", debug.SetMemoryLimit(-1))
 	}
 	if got := RunShare(); got != Base {
@@ -149,7 +151,7 @@ func TestWatchRaisesOnlyItsOwnLimit(t *testing.T) {
 	reset()
 	debug.SetMemoryLimit(64 << 20)
 	Set(env("GOMEMLIMIT", "64MiB"))
-	if got, _ := raiseFor(68 << 20); got != 0 || debug.SetMemoryLimit(-1) != 64<<20 {
+	if got := raiseFor(68<<20, 0.5); got != 0 || debug.SetMemoryLimit(-1) != 64<<20 {
 		t.Fatalf("the operator's limit moved: %d", debug.SetMemoryLimit(-1))
 	}
 }
