@@ -41,23 +41,30 @@ func benchPageOf(b *testing.B, full bool) []byte {
 	return list("/v1/events", items...)
 }
 
-// BenchmarkListChangesPage measures the event path for one page of 100
-// events: stripe-go's backend and iterator, the event decode and the
-// mapping, over an in-memory transport.
-func BenchmarkListChangesPage(b *testing.B) {
-	page := benchPage(b)
+// benchProvider is a provider over an in-memory transport that answers the
+// anchor's question with one old event and every page of events with
+// next(), and the window its benchmarks list.
+func benchProvider(b *testing.B, next func() []byte) (*stripe.Provider, reconcile.ListParams) {
 	rt := rtFunc(func(r *http.Request) (*http.Response, error) {
 		if r.URL.Query().Get("limit") == "1" && r.URL.Query().Get("ending_before") == "" {
 			return respond(r, list("/v1/events", []byte(anchorEvent))), nil
 		}
-		return respond(r, page), nil
+		return respond(r, next()), nil
 	})
 	p, err := stripe.New(stripe.Config{APIKey: "sk_test_bench", BaseURL: "http://stripe.invalid",
 		Transport: transport.New(transport.Options{Base: rt})})
 	if err != nil {
 		b.Fatal(err)
 	}
-	lp := reconcile.ListParams{Since: time.Unix(1700000001, 0), Until: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return p, reconcile.ListParams{Since: time.Unix(1700000001, 0), Until: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// BenchmarkListChangesPage measures the event path for one page of 100
+// events: stripe-go's backend and iterator, the event decode and the
+// mapping, over an in-memory transport.
+func BenchmarkListChangesPage(b *testing.B) {
+	page := benchPage(b)
+	p, lp := benchProvider(b, func() []byte { return page })
 	changes := 0
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -90,24 +97,15 @@ func BenchmarkListChangesPages(b *testing.B) {
 			page := benchPageOf(b, full)
 			more := bytes.Replace(page, []byte(`"has_more":false`), []byte(`"has_more":true`), 1)
 			served := 0
-			rt := rtFunc(func(r *http.Request) (*http.Response, error) {
-				if r.URL.Query().Get("limit") == "1" && r.URL.Query().Get("ending_before") == "" {
-					return respond(r, list("/v1/events", []byte(anchorEvent))), nil
-				}
+			p, lp := benchProvider(b, func() []byte {
 				if served++; served%pages != 0 {
-					return respond(r, more), nil
+					return more
 				}
-				return respond(r, page), nil
+				return page
 			})
-			p, err := stripe.New(stripe.Config{APIKey: "sk_test_bench", BaseURL: "http://stripe.invalid",
-				Transport: transport.New(transport.Options{Base: rt})})
-			if err != nil {
-				b.Fatal(err)
-			}
-			lp := reconcile.ListParams{Since: time.Unix(1700000001, 0), Until: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
 			changes := 0
 			b.ReportAllocs()
-			b.SetBytes(int64(len(page)))
+			b.SetBytes(int64(len(page)) * pages)
 			b.ResetTimer()
 			for b.Loop() {
 				served, changes = 0, 0

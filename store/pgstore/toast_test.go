@@ -29,11 +29,19 @@ func stripeSized(i int) json.RawMessage {
 	return json.RawMessage(b.String())
 }
 
-func lz4Offered(t *testing.T, db *pgtest.DB) bool {
+// lz4DB is a fresh schema with run 7 recorded, on a server that offers
+// lz4 (the test is skipped on one that does not).
+func lz4DB(t *testing.T) *pgtest.DB {
+	db := pgtest.New(t)
 	var offered bool
 	require.NoError(t, db.Raw(`SELECT coalesce((SELECT 'lz4' = ANY(enumvals) FROM pg_settings
 		WHERE name = 'default_toast_compression'), false)`).Row().Scan(&offered))
-	return offered
+	if !offered {
+		t.Skip("this PostgreSQL was built without lz4")
+	}
+	require.NoError(t, db.Exec(`INSERT INTO reconciliation_runs (id, provider, account, window_start, window_end, started_at, status, trigger, dry_run)
+		VALUES (7, 'stripe', '', now(), now(), now(), 'running', 'manual', false)`).Error)
+	return db
 }
 
 // recordEvents records a large and a small event for each of ids through
@@ -69,12 +77,7 @@ func recordEvents(t *testing.T, st *pgstore.Store, db *pgtest.DB, ids ...int) ma
 // transaction.
 func TestEventPayloadsUseLZ4(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	if !lz4Offered(t, db) {
-		t.Skip("this PostgreSQL was built without lz4")
-	}
-	require.NoError(t, db.Exec(`INSERT INTO reconciliation_runs (id, provider, account, window_start, window_end, started_at, status, trigger, dry_run)
-		VALUES (7, 'stripe', '', now(), now(), now(), 'running', 'manual', false)`).Error)
+	db := lz4DB(t)
 	for name, st := range map[string]*pgstore.Store{"copy": pgstore.New(db.DB, nil), "insert": pgstore.NewInsertOnly(db.DB)} {
 		base := map[string]int{"copy": 0, "insert": 100}[name]
 		got := recordEvents(t, st, db, base+1, base+2)
@@ -96,12 +99,7 @@ func TestEventPayloadsUseLZ4(t *testing.T) {
 // ALTER DATABASE and ALTER ROLE alike) is the one used.
 func TestEventPayloadsKeepAChosenMethod(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	if !lz4Offered(t, db) {
-		t.Skip("this PostgreSQL was built without lz4")
-	}
-	require.NoError(t, db.Exec(`INSERT INTO reconciliation_runs (id, provider, account, window_start, window_end, started_at, status, trigger, dry_run)
-		VALUES (7, 'stripe', '', now(), now(), now(), 'running', 'manual', false)`).Error)
+	db := lz4DB(t)
 	chosen, err := dbopen.Postgres(db.URL + "&default_toast_compression=pglz")
 	require.NoError(t, err)
 	t.Cleanup(func() {
