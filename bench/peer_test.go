@@ -47,7 +47,8 @@ const peerVersion = "0.48.5"
 // HTTP included; the peer's is its processEvent calls only (migrations,
 // reading the file and Node's start excluded), which favours the peer.
 // $BENCH_PEER_CONCURRENCY (default 1) keeps that many processEvent calls in
-// flight instead of one.
+// flight instead of one. $BENCH_PEER_STRIPE_SIZED=1 renders the payment
+// intents and charges as large as Stripe's (stripefake.Options.FullObjects).
 //
 // The peer is installed once with npm into $BENCH_PEER_DIR (default
 // <user cache dir>/reconciler-peer/0.48.5), never into the repository; the
@@ -69,7 +70,7 @@ func BenchmarkPeer(b *testing.B) {
 
 	now := time.Now().UTC()
 	since := now.Add(-708 * time.Hour) // 29.5 days: the whole window is in the event log
-	fake := stripefake.New(stripefake.Options{Seed: 1})
+	fake := stripefake.New(stripefake.Options{Seed: 1, FullObjects: os.Getenv("BENCH_PEER_STRIPE_SIZED") == "1"})
 	fakeURL := fake.Start()
 	b.Cleanup(fake.Close)
 	acct := fake.Account("")
