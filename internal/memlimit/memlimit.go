@@ -120,8 +120,9 @@ func reset() {
 // payloads (a third of the events 3 kB charges), before each event was
 // parsed on its own, the month's live heap neared the 56 MiB limit, the
 // collector took half the CPU and the job's CPU went from 2.6 to 10 s;
-// raised to 1.5 times the live heap, 6.9 s; to twice, about 4 s (issue 16,
-// docs/benchmarks.md "Stripe-sized payloads").
+// raised to 1.5 times the live heap, 6.9 s; to twice, 3.75-6.14 s, the
+// later the rule fires the more (issue 16, docs/benchmarks.md
+// "Stripe-sized payloads").
 const Headroom = 2
 
 // Thrashing is the share of the CPU GOMAXPROCS allows that the collector
@@ -130,8 +131,8 @@ const Headroom = 2
 // to about half. Read every 250 ms: the fake's month 0.02-0.12; the object
 // listing's million events 0.25-0.43 for minutes, and under the 100 MiB
 // target only as it is (raised at 0.25 once, or at 0.4 twice in a row, it
-// peaked at 100.5 and 109.9 MiB, no faster); the Stripe-sized month
-// thrashing under the limit, 0.47-0.60 for seconds.
+// peaked at 100.5 and 109.9 MiB: faster, over the target); the
+// Stripe-sized month thrashing under the limit, 0.47-0.60 for seconds.
 const Thrashing = 0.45
 
 // thrashChecks is how many checks in a row Thrashing must hold.
