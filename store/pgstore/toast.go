@@ -12,10 +12,10 @@ import (
 // docs/providers/stripe.md). A webhook_events row over about 2 kB has its
 // payload compressed by TOAST, with default_toast_compression's method
 // unless the column names one. With lz4 instead of pglz, the built-in
-// default, 48,000 such events (a third charges) COPYed in 3.2 s instead of
-// 3.6-3.8 s (docs/benchmarks.md, "Stripe-sized payloads"); pglz packs
-// them a little tighter (2,182 bytes a charge against 2,504), and lz4
-// reads back faster. So when the server offers lz4 and nobody chose a
+// default, 48,000 such events (a third charges) COPYed in 3.22 s instead
+// of 3.62 (medians of five alternated rounds; docs/benchmarks.md,
+// "Stripe-sized payloads"); pglz packs them a little tighter (2,182 bytes a
+// charge against 2,504). So when the server offers lz4 and nobody chose a
 // method (pg_settings' source for default_toast_compression is "default":
 // not postgresql.conf, ALTER DATABASE or ROLE, nor the connection's
 // options), the transactions that record events set it to lz4 for
