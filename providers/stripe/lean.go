@@ -279,7 +279,10 @@ func listSpans(b []byte) (spans [][2]int, env []byte, ok bool) {
 }
 
 // arrayElems returns the spans of the elements of the array at b[i] and
-// the index just past it, or -1.
+// the index just past it, or -1. Every element must be an object, as a
+// list page's are: fastjson, alone on a bare value, accepts some it
+// refuses inside an array (a lone "+"), and the page must be accepted in
+// parts exactly when it is whole (FuzzListSpans found it).
 func arrayElems(b []byte, i int) ([][2]int, int) {
 	if i >= len(b) || b[i] != '[' {
 		return nil, -1
@@ -291,6 +294,9 @@ func arrayElems(b []byte, i int) ([][2]int, int) {
 	}
 	for {
 		start := skipSpace(b, i)
+		if start >= len(b) || b[start] != '{' {
+			return nil, -1
+		}
 		end := skipValue(b, start)
 		if end < 0 {
 			return nil, -1

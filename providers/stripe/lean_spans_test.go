@@ -116,7 +116,8 @@ func TestEventPayloadReencodedWhenNotPlaced(t *testing.T) {
 	if s, env, ok := listSpans([]byte(`{"data":[],"has_more":false}`)); !ok || len(s) != 0 || string(env) != `{"data":[],"has_more":false}` {
 		t.Fatalf("empty data: %v %s %v", s, env, ok)
 	}
-	for _, b := range []string{`{"data":[1]} x`, `{"data":[1] "x":2}`, `{"data":[1 2]}`, `{"has_more":true}`, `[]`, `{"data":[1]`} {
+	for _, b := range []string{`{"data":[{}]} x`, `{"data":[{}] "x":2}`, `{"data":[{} {}]}`, `{"has_more":true}`, `[]`, `{"data":[{}]`,
+		`{"data":[1]}`, `{"data":[+],"00":0}`, `{"data":[{},"x"]}`} {
 		if _, _, ok := listSpans([]byte(b)); ok {
 			t.Fatalf("%s was placed", b)
 		}
@@ -165,7 +166,7 @@ func TestListSpansAgreeWithFastjson(t *testing.T) {
 	for i := range 2000 {
 		data := make([]any, r.IntN(6))
 		for j := range data {
-			data[j] = randomValue(r, 0)
+			data[j] = map[string]any{"v": randomValue(r, 0)} // a list's elements are objects
 		}
 		v := map[string]any{"data": data, "has_more": r.IntN(2) == 0, "x": randomValue(r, 0)}
 		var b []byte
@@ -205,6 +206,8 @@ func FuzzListSpans(f *testing.F) {
 	f.Add([]byte(`{"d\u0061ta":[1],"data":[2]}`))
 	f.Add([]byte(`{"data":[tru],"has_more":false}`))
 	f.Add([]byte(`{"data":[1],"has_more":flase}`))
+	f.Add([]byte(`{"data":[+],"00":0}`))
+	f.Add([]byte(`{"data":[{"a":+}],"has_more":false}`))
 	f.Add(page(2, true))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		spans, env, ok := listSpans(b)
