@@ -83,13 +83,15 @@ type leanObject struct {
 	di      leanDispute
 	po      leanPayout
 	// payment is the PaymentIntent the object is about (paymentOf), read
-	// for an event in a version the mapping does not know.
+	// only for an event in a version the mapping does not know (mapOne
+	// reports it instead of reading the object).
 	payment    string
 	paymentErr error
 }
 
-// decodeObject decodes what the mapping reads of obj, an event of type typ.
-func decodeObject(o *leanObject, obj *fastjson.Value, typ string) {
+// decodeObject decodes what the mapping reads of obj, an event of type typ
+// rendered in API version version.
+func decodeObject(o *leanObject, obj *fastjson.Value, typ, version string) {
 	*o = leanObject{present: true, kind: objectKind(typ)}
 	switch o.kind {
 	case objPI:
@@ -103,7 +105,9 @@ func decodeObject(o *leanObject, obj *fastjson.Value, typ string) {
 	case objPayout:
 		o.err = fill(obj, &o.po)
 	}
-	o.payment, o.paymentErr = paymentOf(obj, typ)
+	if _, known := versionDate(version); !known {
+		o.payment, o.paymentErr = paymentOf(obj, typ)
+	}
 }
 
 // leanEventList is a page of /v1/events, read once (rawPage) and parsed
@@ -393,7 +397,7 @@ func parseEvent(e *fastjson.Value, ev *leanEvent) error {
 	if obj == nil || obj.Type() != fastjson.TypeObject {
 		return fmt.Errorf("stripe event %s: data.object is not an object", ev.ID)
 	}
-	decodeObject(&ev.o, obj, ev.Type)
+	decodeObject(&ev.o, obj, ev.Type, ev.APIVersion)
 	return nil
 }
 

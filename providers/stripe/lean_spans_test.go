@@ -12,8 +12,8 @@ import (
 )
 
 // An event's payload is its bytes in the page as the provider sent them,
-// compact (the fakes) or pretty-printed (Stripe's API), found by dataSpans
-// without copying; whatever dataSpans cannot place for sure is re-encoded.
+// compact (the fakes) or pretty-printed (Stripe's API), found by listSpans
+// without copying; whatever listSpans cannot place for sure is re-encoded.
 
 const trickyEvent = `{"id":"evt_%d","object":"event","api_version":"2023-10-16","created":1700000000,` +
 	`"data":{"object":{"id":"pi_%d","object":"payment_intent","amount":1234,"currency":"gbp","status":"succeeded",` +
@@ -87,9 +87,9 @@ func TestEventPayloadIsThePagesOwnBytes(t *testing.T) {
 func TestEventPayloadReencodedWhenNotPlaced(t *testing.T) {
 	ev := fmt.Sprintf(trickyEvent, 7, 7)
 	for name, b := range map[string]string{
-		// fastjson unescapes keys; dataSpans does not, and gives up.
+		// fastjson unescapes keys; listSpans does not, and gives up.
 		"escaped key": `{"d\u0061ta":[` + ev + `],"has_more":false}`,
-		// fastjson's Get takes the first of two keys, as dataSpans does.
+		// fastjson's Get takes the first of two keys, as listSpans does.
 		"two data keys": `{"data":[` + ev + `],"data":[],"has_more":false}`,
 		"data last":     `{"has_more":false,"url":"/v1/events","data":[` + ev + `]}`,
 		"no spaces":     `{"data":[` + ev + `,` + ev + `]}`,
