@@ -333,7 +333,7 @@ func (a *sqlApplier) loadCarry(ctx context.Context, tx store.Tx, ids []string) (
 		return nil, err
 	}
 	for _, r := range rows {
-		cr, err := decodeCarried(r)
+		cr, err := unspill(r, a.mem.tab)
 		if err != nil {
 			return nil, err
 		}
@@ -357,12 +357,12 @@ func (a *sqlApplier) packCarry(next, prev map[string]*carried) {
 			put[id] = nil // forgotten; a spilled row of it is stale now
 		}
 	}
-	a.pending = carryChange{put: put, evict: a.mem.plan(put), next: next}
+	a.pending = carryChange{put: put, evict: a.mem.plan(put)}
 }
 
 // saveCarry spills what packCarry found beyond the budget.
 func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx) error {
-	evict, next := a.pending.evict, a.pending.next
+	evict, put := a.pending.evict, a.pending.put
 	// Spilled a chunk at a time, each encoded just before it is sent: a
 	// batch that spilled thousands of payments at once held their JSON
 	// four times over (the rows, the argument, pgx's copy and its message)
@@ -378,18 +378,13 @@ func (a *sqlApplier) saveCarry(ctx context.Context, tx store.Tx) error {
 		return err
 	}
 	for _, id := range order {
-		cr := next[id]
-		if cr == nil {
-			b, _ := a.mem.get(id)
-			var err error
-			if cr, err = unpackCarried(id, b, a.mem.tab); err != nil {
-				return err
-			}
+		// This batch's own packed state, or what memory holds of an
+		// earlier batch's: plan never evicts a payment the batch forgets.
+		b, ok := put[id]
+		if !ok {
+			b, _ = a.mem.get(id)
 		}
-		r, err := cr.encode(id)
-		if err != nil {
-			return err
-		}
+		r := store.Carry{ProviderID: id, State: spillJSON(b)}
 		rows, size = append(rows, r), size+len(r.State)
 		if size >= a.mem.spillChunk() {
 			if err := flush(); err != nil {

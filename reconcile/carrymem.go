@@ -81,9 +81,8 @@ func (c *carryMem) get(id string) ([]byte, bool) {
 
 // carryChange is what one batch does to the carry once it committed.
 type carryChange struct {
-	put   map[string][]byte   // packed; nil: forget
-	evict []string            // spilled to the table in the batch's transaction
-	next  map[string]*carried // the batch's carried state, which evict may name
+	put   map[string][]byte // packed; nil: forget
+	evict []string          // spilled to the table in the batch's transaction
 }
 
 // plan returns which entries, oldest first and none of those the batch

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/reconciler/reconciler/store"
 )
 
 // fill sets every field reachable from v to a random value that is not
@@ -88,6 +91,15 @@ func TestCarryPackRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(*got, c) {
 			t.Fatalf("round trip %d:\n got  %+v\n want %+v", i, *got, c)
 		}
+		// And as the carry table keeps it when it is spilled: valid JSON
+		// (a jsonb column's), read back by the same string table.
+		s := spillJSON(b)
+		if !json.Valid(s) {
+			t.Fatalf("round trip %d: spilled as invalid JSON %.60s", i, s)
+		}
+		if got, err = unspill(store.Carry{ProviderID: id, State: s}, tb); err != nil || !reflect.DeepEqual(*got, c) {
+			t.Fatalf("round trip %d through the carry table: %v\n got  %+v\n want %+v", i, err, got, c)
+		}
 		if len(tab.strs) < strtabMax && i > 1500 {
 			t.Fatalf("the string table never filled: %d strings", len(tab.strs))
 		}
@@ -130,5 +142,17 @@ func TestCarryMemSpillsOldestFirst(t *testing.T) {
 	none := newCarryMem(-1)
 	if ev := none.plan(map[string][]byte{"a": b(1)}); !reflect.DeepEqual(ev, []string{"a"}) {
 		t.Fatalf("budget -1: evict %v", ev)
+	}
+}
+
+// TestUnspillRefusesWhatItDidNotSpill: a carry row that is not a packed
+// state (the JSON object the table held before, cut or bad base64) is an
+// error naming the payment, never a zero value.
+func TestUnspillRefusesWhatItDidNotSpill(t *testing.T) {
+	for _, s := range []string{`{"before":{}}`, `"`, `""x`, `"!!notbase64"`, `"AAAA"`} {
+		_, err := unspill(store.Carry{ProviderID: "pi_1", State: json.RawMessage(s)}, newStrtab())
+		if err == nil || !strings.Contains(err.Error(), "pi_1") {
+			t.Errorf("%s: %v", s, err)
+		}
 	}
 }

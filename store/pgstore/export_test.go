@@ -32,6 +32,26 @@ var FewRowsStatements = []FewRowsStatement{
 		"Index Only Scan using"},
 }
 
+// BatchStatements are the statements that find a batch's payments among
+// the whole table's (LoadPayments and the guarded UPDATEs), and its items
+// among the run's (ReplaceItems), templated with m.
+func BatchStatements(m models.AppSchema) []FewRowsStatement {
+	const at = "2026-01-01T00:00:00Z"
+	update := func(name, q, arg string) FewRowsStatement {
+		return FewRowsStatement{name, m.Payments.Name, m.SQL(q), sqlbase.Updated(m, []any{arg}, at, "stripe"), "= ANY"}
+	}
+	return []FewRowsStatement{
+		{"LoadPayments", m.Payments.Name, m.SQL(loadPaymentsSQL), []any{"stripe", `["pi_1","pi_2"]`}, "= ANY"},
+		update("ApplySteps", applyStepsSQL(applyStepsSettleSQL),
+			`[{"provider_id":"pi_1","to_state":"settled","preds":"captured","at":"`+at+`","refund":0,"settle_at":"`+at+`","payout_id":"po_1"}]`),
+		update("RaiseRefunds", raiseRefundsSQL, `[{"provider_id":"pi_1","refund":5}]`),
+		update("RecordSettlements", recordSettlementsSQL, `[{"provider_id":"pi_1","at":"`+at+`","payout_id":"po_1"}]`),
+		update("RecordCaptured", recordCapturedSQL, `[{"provider_id":"pi_1","amount_captured":5}]`),
+		{"ReplaceItems", "drift_items", replaceItemsSQL,
+			[]any{`[{"provider_id":"pi_1","kind":"behind","action":"repaired"}]`, at, 1, "stripe"}, "= ANY"},
+	}
+}
+
 // The store suite's batches are small: every one of them COPYs its events
 // (copyEvents), and the suite's recorded events make the COPY fall back.
 func init() { copyEventsMin = 1 }

@@ -255,9 +255,7 @@ func (t tx) LoadPayments(_ context.Context, provider string, ids []string) ([]st
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.payments(len(ids), t.c.SQL(`SELECT `+sqlbase.PaymentColumns+`
-		FROM {payments} WHERE {provider} = ? AND {provider_id} IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))
-		ORDER BY {provider_id}`), provider, arg)
+	rows, err := t.payments(len(ids), t.c.SQL(loadPaymentsSQL), provider, arg)
 	if err != nil {
 		return nil, fmt.Errorf("load payments: %w", err)
 	}
@@ -298,14 +296,18 @@ func (t tx) ApplySteps(_ context.Context, provider string, steps []store.Step) (
 	if sqlbase.RecordsSettlements(t.c.Base().Schema) {
 		settle = applyStepsSettleSQL
 	}
-	return t.guarded(`UPDATE {payments} p
-		SET {state} = v.to_state, {source_updated_at} = v.at,
-		    {amount_refunded} = GREATEST(p.{amount_refunded}, v.refund)`+settle+`[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
-		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, to_state text, preds text, at timestamptz, refund bigint, settle_at timestamptz, payout_id text)
-		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
-		  AND p.{state} = ANY(string_to_array(v.preds, ','))
+	return t.guarded(applyStepsSQL(settle), "apply transitions", arg, provider)
+}
+
+// applyStepsSQL is ApplySteps' guarded UPDATE, with settle (or not) its
+// settlement.
+func applyStepsSQL(settle string) string {
+	return batchUpdateSQL(`provider_id text, to_state text, preds text, at timestamptz, refund bigint, settle_at timestamptz, payout_id text`,
+		`{state} = v.to_state, {source_updated_at} = v.at,
+		    {amount_refunded} = GREATEST(p.{amount_refunded}, v.refund)`+settle,
+		`p.{state} = ANY(string_to_array(v.preds, ','))
 		  AND (p.{source_updated_at} IS NULL OR p.{source_updated_at} <= v.at
-		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))`, "apply transitions", arg, provider)
+		       OR (p.{state} = {'settled'} AND v.to_state IN ({'refunded'}, {'chargeback'})))`)
 }
 
 // settles is RecordSettlements' guard, the payout's time in v's column at:
@@ -327,32 +329,31 @@ func (t tx) RaiseRefunds(_ context.Context, provider string, rows []store.Refund
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	return t.guardedJSON(`UPDATE {payments} p SET {amount_refunded} = v.refund[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
-		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, refund bigint)
-		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
-		  AND p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}`, "raise amount_refunded", rows, provider)
+	return t.guardedJSON(raiseRefundsSQL, "raise amount_refunded", rows, provider)
 }
+
+var raiseRefundsSQL = batchUpdateSQL(`provider_id text, refund bigint`, `{amount_refunded} = v.refund`,
+	`p.{amount_refunded} < v.refund AND p.{state} <> {'canceled'}`)
 
 func (t tx) RecordSettlements(_ context.Context, provider string, rows []store.Settlement) ([]store.Payment, error) {
 	if len(rows) == 0 || !sqlbase.RecordsSettlements(t.c.Base().Schema) {
 		return nil, nil
 	}
-	return t.guardedJSON(`UPDATE {payments} p
-		SET {settled_at} = v.at, {payout_id} = coalesce(NULLIF(v.payout_id, ''), p.{payout_id})[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
-		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, at timestamptz, payout_id text)
-		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id
-		  AND `+settles("v.at"), "record settlements", rows, provider)
+	return t.guardedJSON(recordSettlementsSQL, "record settlements", rows, provider)
 }
+
+var recordSettlementsSQL = batchUpdateSQL(`provider_id text, at timestamptz, payout_id text`,
+	`{settled_at} = v.at, {payout_id} = coalesce(NULLIF(v.payout_id, ''), p.{payout_id})`, settles("v.at"))
 
 func (t tx) RecordCaptured(_ context.Context, provider string, rows []store.Capture) ([]store.Payment, error) {
 	if len(rows) == 0 || !t.c.Base().Schema.Has("amount_captured") {
 		return nil, nil
 	}
-	return t.guardedJSON(`UPDATE {payments} p SET {amount_captured} = v.amount_captured[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
-		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, amount_captured bigint)
-		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id AND p.{amount_captured} IS DISTINCT FROM v.amount_captured`,
-		"record captured amounts", rows, provider)
+	return t.guardedJSON(recordCapturedSQL, "record captured amounts", rows, provider)
 }
+
+var recordCapturedSQL = batchUpdateSQL(`provider_id text, amount_captured bigint`, `{amount_captured} = v.amount_captured`,
+	`p.{amount_captured} IS DISTINCT FROM v.amount_captured`)
 
 // guardedJSON runs a guarded update of the payments named in rows (encoded
 // as its JSON argument) and returns the rows it changed.
@@ -364,16 +365,43 @@ func (t tx) guardedJSON(q, what string, rows any, provider string) ([]store.Paym
 	return t.guarded(q, what, arg, provider)
 }
 
-// guarded runs a guarded update (q: UPDATE {payments} p … FROM its batch
-// argument arg, without RETURNING) and returns the rows it changed, as
-// they are after it.
+// guarded runs a guarded update (q: batchUpdateSQL's, without RETURNING)
+// and returns the rows it changed, as they are after it.
 func (t tx) guarded(q, what, arg, provider string) ([]store.Payment, error) {
 	changed, err := t.payments(0, t.c.SQL(q+`
-		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, nil, t.now(), arg, provider)...)
+		RETURNING `+sqlbase.PaymentColumnsP), sqlbase.Updated(t.c.Base().Schema, []any{arg}, t.now(), provider)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return changed, nil
+}
+
+// The statements that find a batch's payments among all the table's take
+// the ids as an array computed once, an index condition whatever the plan,
+// like those below. Joined with jsonb_to_recordset (which PostgreSQL
+// estimates at 100 rows whatever it holds), a table of up to about 25,000
+// payments was cheaper to hash whole in the planner's eyes than to probe
+// 100 times: every batch's UPDATEs and its load scanned all of it, the
+// batches of an empty schema's month slowing from 70 to 110 ms as the table
+// grew (issue 16). TestFewRowsStatementsUseTheIndex pins the plans.
+const loadPaymentsSQL = `SELECT ` + sqlbase.PaymentColumns + `
+		FROM {payments} WHERE {provider} = ? AND {provider_id} = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(? AS jsonb))))
+		ORDER BY {provider_id}`
+
+// batchUpdateSQL is a guarded UPDATE of the payments its JSON argument
+// names (cols: the argument's record, which has a provider_id): set and
+// where are over p (the row) and v (its record). The argument is decoded
+// once (a materialized CTE) and read twice: as the ids the index is probed
+// for, and as the records joined to the rows found. Its arguments are the
+// JSON, the time when the table has updated_at (sqlbase.Updated), and the
+// provider.
+func batchUpdateSQL(cols, set, where string) string {
+	return `WITH batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(` + cols + `))
+		UPDATE {payments} p
+		SET ` + set + `[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
+		FROM batch v
+		WHERE p.{provider} = ? AND p.{provider_id} = ANY(ARRAY(SELECT provider_id FROM batch)) AND p.{provider_id} = v.provider_id
+		  AND ` + where
 }
 
 // The statements that find a batch's few rows among all of a run's (its
@@ -393,6 +421,15 @@ const (
 		WHERE c.run_id = ? AND c.provider_id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(? AS jsonb))))`
 	deleteItemsSQL = `DELETE FROM drift_items d
 		WHERE d.run_id = ? AND d.provider = ? AND d.provider_id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(? AS jsonb))))`
+	// replaceItemsSQL rewrites in place a batch's items (one a payment),
+	// its argument decoded once as batchUpdateSQL's is.
+	replaceItemsSQL = `WITH batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(CAST(? AS jsonb))
+		    AS v(provider_id text, kind text, action text, local_state text, provider_state text, detail jsonb))
+		UPDATE drift_items d
+		SET kind = v.kind, action = v.action, local_state = v.local_state, provider_state = v.provider_state,
+		    detail = coalesce(v.detail, '{}'), created_at = coalesce(CAST(? AS timestamptz), now())
+		FROM batch v
+		WHERE d.run_id = ? AND d.provider = ? AND d.provider_id = ANY(ARRAY(SELECT provider_id FROM batch)) AND d.provider_id = v.provider_id`
 )
 
 func (t tx) LoadCarry(_ context.Context, runID int64, ids []string) ([]store.Carry, error) {
@@ -471,12 +508,7 @@ func (t tx) ReplaceItems(_ context.Context, runID int64, provider string, rows [
 	if err != nil {
 		return err
 	}
-	if err := t.c.Exec(`UPDATE drift_items d
-		SET kind = v.kind, action = v.action, local_state = v.local_state, provider_state = v.provider_state,
-		    detail = coalesce(v.detail, '{}'), created_at = coalesce(CAST(? AS timestamptz), now())
-		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, kind text, action text, local_state text, provider_state text, detail jsonb)
-		WHERE d.run_id = ? AND d.provider = ? AND d.provider_id = v.provider_id`,
-		t.now(), arg, runID, provider); err != nil {
+	if err := t.c.Exec(replaceItemsSQL, arg, t.now(), runID, provider); err != nil {
 		return fmt.Errorf("rewrite drift items: %w", err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,6 +39,10 @@ func TestFewRowsStatementsUseTheIndex(t *testing.T) {
 	if pgtest.Mapped() {
 		events = db.Schema + "_app.inbox"
 	}
+	m := pgstore.New(db.DB, nil).AppSchema()
+	require.NoError(t, db.Exec(m.SQL(`INSERT INTO {payments} ({provider}, {provider_id}, {state}, {amount}, {currency})
+		SELECT 'stripe', 'pi_' || i, {'captured'}, 100, 'gbp' FROM generate_series(1, 5000) i`)).Error)
+	require.NoError(t, db.Exec(m.SQL(`ANALYZE {payments}`)).Error)
 	require.NoError(t, db.Exec(`ANALYZE `+events).Error)
 	require.NoError(t, db.Exec(`ANALYZE drift_items`).Error)
 	require.NoError(t, db.Exec(`ANALYZE reconciler_carry`).Error)
@@ -66,7 +71,7 @@ func TestFewRowsStatementsUseTheIndex(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return strings.Join(lines, "\n")
 	}
-	for _, st := range pgstore.FewRowsStatements {
+	for _, st := range append(slices.Clip(pgstore.FewRowsStatements), pgstore.BatchStatements(m)...) {
 		t.Run(st.Name, func(t *testing.T) {
 			p := plan(t, st.SQL, st.Args)
 			t.Logf("%s:\n%s", st.Name, p)
@@ -80,6 +85,12 @@ func TestFewRowsStatementsUseTheIndex(t *testing.T) {
 	join := plan(t, `DELETE FROM drift_items d USING jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
 		WHERE d.run_id = ? AND d.provider = ? AND d.provider_id = v.id`, []any{`["pi_1","pi_2"]`, 1, "stripe"})
 	require.Contains(t, join, "Seq Scan on drift_items", "the join form no longer scans here: the test's table no longer tells the forms apart:\n%s", join)
+	// The batch's UPDATEs joined jsonb_to_recordset and hashed the whole
+	// payments table at this size (up to about 25,000 rows).
+	upd := plan(t, m.SQL(`UPDATE {payments} p SET {amount_refunded} = v.refund
+		FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(provider_id text, refund bigint)
+		WHERE p.{provider} = ? AND p.{provider_id} = v.provider_id`), []any{`[{"provider_id":"pi_1","refund":5}]`, "stripe"})
+	require.Contains(t, upd, "Seq Scan on "+m.Payments.Name, "the join form no longer scans the payments here: the test's table no longer tells the forms apart:\n%s", upd)
 	// And the anti-join MissingEvents had (NOT EXISTS) hashes the events.
 	anti := plan(t, `SELECT count(*) FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS v(id)
 		WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = ? AND w.event_id = v.id)`, []any{`["evt_1","evt_2"]`, "stripe"})

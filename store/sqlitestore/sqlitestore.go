@@ -124,7 +124,7 @@ const (
 	dropCarrySQL = `DELETE FROM reconciler_carry WHERE provider_id IN (SELECT value FROM json_each(?)) AND run_id = ?`
 
 	saveCarrySQL = `INSERT INTO reconciler_carry (run_id, provider_id, state)
-		SELECT ?, json_extract(value, '$.provider_id'), json(json_extract(value, '$.state'))
+		SELECT ?, json_extract(value, '$.provider_id'), value -> '$.state'
 		FROM json_each(?) WHERE true
 		ON CONFLICT (run_id, provider_id) DO UPDATE SET state = excluded.state`
 
