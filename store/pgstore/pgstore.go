@@ -391,12 +391,13 @@ const loadPaymentsSQL = `SELECT ` + sqlbase.PaymentColumns + `
 // batchUpdateSQL is a guarded UPDATE of the payments its JSON argument
 // names (cols: the argument's record, which has a provider_id): set and
 // where are over p (the row) and v (its record). The argument is decoded
-// once (a materialized CTE) and read twice: as the ids the index is probed
-// for, and as the records joined to the rows found. Its arguments are the
-// JSON, the time when the table has updated_at (sqlbase.Updated), and the
-// provider.
+// once, in a CTE read twice: as the ids the index is probed for, and as the
+// records joined to the rows found. A CTE read twice is materialized
+// without the word MATERIALIZED, which PostgreSQL before 12 refuses. Its
+// arguments are the JSON, the time when the table has updated_at
+// (sqlbase.Updated), and the provider.
 func batchUpdateSQL(cols, set, where string) string {
-	return `WITH batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(` + cols + `))
+	return `WITH batch AS (SELECT * FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(` + cols + `))
 		UPDATE {payments} p
 		SET ` + set + `[[updated_at:, {updated_at} = coalesce(CAST(? AS timestamptz), now())]]
 		FROM batch v
@@ -423,7 +424,7 @@ const (
 		WHERE d.run_id = ? AND d.provider = ? AND d.provider_id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(? AS jsonb))))`
 	// replaceItemsSQL rewrites in place a batch's items (one a payment),
 	// its argument decoded once as batchUpdateSQL's is.
-	replaceItemsSQL = `WITH batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(CAST(? AS jsonb))
+	replaceItemsSQL = `WITH batch AS (SELECT * FROM jsonb_to_recordset(CAST(? AS jsonb))
 		    AS v(provider_id text, kind text, action text, local_state text, provider_state text, detail jsonb))
 		UPDATE drift_items d
 		SET kind = v.kind, action = v.action, local_state = v.local_state, provider_state = v.provider_state,
