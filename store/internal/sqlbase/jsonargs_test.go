@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/store"
 )
 
@@ -104,6 +105,54 @@ func TestJSONArgsAgreeWithEncodingJSON(t *testing.T) {
 			items[i] = randItem(r)
 		}
 		same(t, items)
+	}
+	// The new payments and the steps, at every precision of time and in
+	// any zone, their optional fields set or not.
+	when := func() time.Time {
+		t := time.Unix(r.Int64N(4e9), r.Int64N(1e9)*int64(r.IntN(2)))
+		if r.IntN(2) == 0 {
+			t = t.In(time.FixedZone("", 3600*(r.IntN(25)-12)))
+		}
+		return t
+	}
+	for range 2000 {
+		pays := make([]store.NewPayment, r.IntN(4))
+		for i := range pays {
+			p := store.NewPayment{ProviderID: randText(r), State: models.State(randText(r)), At: when(), Amount: r.Int64N(1e9) - 5e8,
+				Currency: randText(r), AmountRefunded: r.Int64N(1e6), PayoutID: randText(r)}
+			if r.IntN(2) == 0 {
+				at, n := when(), r.Int64N(1e6)
+				p.SettledAt, p.AmountCaptured = &at, &n
+			}
+			pays[i] = p
+		}
+		same(t, pays)
+		steps := make([]stepRow, r.IntN(4))
+		for i := range steps {
+			s := stepRow{ProviderID: randText(r), To: randText(r), Preds: randText(r), At: when(), Refund: r.Int64N(1e6)}
+			if r.IntN(2) == 0 {
+				at := when()
+				s.SettleAt, s.PayoutID = &at, randText(r)
+			}
+			steps[i] = s
+		}
+		got := stepsJSON(steps)
+		want, err := json.Marshal(steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.ContainsAny(string(want), "<>&") && !bytes.Contains(want, []byte(`\u003c`)) && !bytes.Contains(want, []byte(`\u003e`)) && !bytes.Contains(want, []byte(`\u0026`)) && string(got) != string(want) {
+			t.Fatalf("steps differ:\ngot  %s\nwant %s", got, want)
+		}
+		var g, w any
+		if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) {
+			t.Fatalf("steps differ:\ngot  %s\nwant %s", got, want)
+		}
+	}
+	same(t, []store.NewPayment(nil))
+	same(t, []store.NewPayment{})
+	if got := stepsJSON(nil); string(got) != "null" {
+		t.Fatalf("nil steps: %s", got)
 	}
 	same(t, []string(nil))
 	same(t, []store.Item(nil))
