@@ -505,3 +505,48 @@ func TestDetailOfMatchesEncodingJSON(t *testing.T) {
 		require.Equal(t, map[string]any{}, detailOf([]byte(doc)), "not an object: %q", doc)
 	}
 }
+
+// The streamed JSON report's items are, byte for byte, json.Marshal of
+// the items Load reads through gorm: the page read (itemsPage) scans every
+// column itemOf uses into its field, and each item is encoded as Marshal
+// encodes it.
+func TestWriteItemsAsLoadReadsThem(t *testing.T) {
+	db := pgtest.New(t)
+	now := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	run := models.Run{Provider: "stripe", Account: "acct_1", Mode: "test", WindowStart: now, WindowEnd: now, StartedAt: now, Status: "succeeded",
+		Trigger: "manual", Notes: models.JSON(`{}`)}
+	require.NoError(t, db.Create(&run).Error)
+	local, provider := "captured", "settled"
+	details := []string{`{}`, `{"explanation": "The payment was <unknown> & \"late\"", "amount": 1250, "currency": "gbp", "amount_refunded": 50}`,
+		`{"provider_time": "2026-11-19T10:00:00Z", "time_inferred": true, "event_id": "evt_1", "also": ["a", "b"], "ratio": 0.25}`}
+	var items []models.DriftItem
+	for i := range 30 {
+		it := models.DriftItem{RunID: run.ID, Provider: "stripe", ProviderID: fmt.Sprintf("pi_%02d", i), Kind: "behind",
+			Action: []string{models.ActionRepaired, models.ActionRefused, models.ActionReported}[i%3], Detail: models.JSON(details[i%len(details)])}
+		if i%2 == 0 {
+			it.LocalState = &local
+		}
+		if i%5 != 0 {
+			it.ProviderState = &provider
+		}
+		items = append(items, it)
+	}
+	require.NoError(t, db.Create(&items).Error)
+	var buf bytes.Buffer
+	require.NoError(t, Write(context.Background(), &buf, db.DB, "json", run.ID))
+	var streamed struct {
+		Runs []struct {
+			Items []json.RawMessage `json:"items"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &streamed))
+	rep, err := Load(context.Background(), db.DB, run.ID)
+	require.NoError(t, err)
+	require.Len(t, streamed.Runs[0].Items, len(items))
+	require.Len(t, rep.Runs[0].Items, len(items))
+	for i, it := range rep.Runs[0].Items {
+		want, err := json.Marshal(it)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(streamed.Runs[0].Items[i]), "item %d", i)
+	}
+}
