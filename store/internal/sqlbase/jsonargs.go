@@ -122,15 +122,7 @@ func appendDetail(b []byte, d map[string]any, keys []string) ([]byte, []string, 
 // newPaymentsJSON is json.Marshal(rows) for store.NewPayment's tags: the
 // insert of a batch's missing payments, 18,000 of an empty schema's month.
 func newPaymentsJSON(rows []store.NewPayment) []byte {
-	if rows == nil {
-		return []byte("null")
-	}
-	b := make([]byte, 0, len(rows)*256+2)
-	b = append(b, '[')
-	for i, r := range rows {
-		if i > 0 {
-			b = append(b, ',')
-		}
+	return appendArray(make([]byte, 0, len(rows)*256+2), rows, func(b []byte, r store.NewPayment) []byte {
 		b = append(b, `{"provider_id":`...)
 		b = jsonw.String(b, r.ProviderID)
 		b = append(b, `,"state":`...)
@@ -157,9 +149,8 @@ func newPaymentsJSON(rows []store.NewPayment) []byte {
 		} else {
 			b = strconv.AppendInt(b, *r.AmountCaptured, 10)
 		}
-		b = append(b, '}')
-	}
-	return append(b, ']')
+		return append(b, '}')
+	})
 }
 
 // stepRow is a guarded step as StepsJSON sends it.
@@ -175,15 +166,7 @@ type stepRow struct {
 
 // stepsJSON is json.Marshal(rows) for stepRow's tags.
 func stepsJSON(rows []stepRow) []byte {
-	if rows == nil {
-		return []byte("null")
-	}
-	b := make([]byte, 0, len(rows)*192+2)
-	b = append(b, '[')
-	for i, r := range rows {
-		if i > 0 {
-			b = append(b, ',')
-		}
+	return appendArray(make([]byte, 0, len(rows)*192+2), rows, func(b []byte, r stepRow) []byte {
 		b = append(b, `{"provider_id":`...)
 		b = jsonw.String(b, r.ProviderID)
 		b = append(b, `,"to_state":`...)
@@ -202,7 +185,22 @@ func stepsJSON(rows []stepRow) []byte {
 			b = append(b, `,"payout_id":`...)
 			b = jsonw.String(b, r.PayoutID)
 		}
-		b = append(b, '}')
+		return append(b, '}')
+	})
+}
+
+// appendArray appends rows as encoding/json writes a slice (null for a
+// nil one), each row written by one.
+func appendArray[T any](b []byte, rows []T, one func([]byte, T) []byte) []byte {
+	if rows == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = one(b, r)
 	}
 	return append(b, ']')
 }
