@@ -3,6 +3,7 @@ package reconcile
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -153,6 +154,26 @@ func TestUnspillRefusesWhatItDidNotSpill(t *testing.T) {
 		_, err := unspill(store.Carry{ProviderID: "pi_1", State: json.RawMessage(s)}, newStrtab())
 		if err == nil || !strings.Contains(err.Error(), "pi_1") {
 			t.Errorf("%s: %v", s, err)
+		}
+	}
+}
+
+// TestIDHashIsFNV1a: IDHash is hash/fnv's 64-bit FNV-1a of the id's bytes.
+func TestIDHashIsFNV1a(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	ids := []string{"", "pi_3NabcDEF", "évé\x00\xff"}
+	for range 1000 {
+		b := make([]byte, r.IntN(40))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		ids = append(ids, string(b))
+	}
+	for _, id := range ids {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(id))
+		if got, want := IDHash(id), h.Sum64(); got != want {
+			t.Fatalf("IDHash(%q) = %x, FNV-1a %x", id, got, want)
 		}
 	}
 }
