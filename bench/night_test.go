@@ -269,10 +269,6 @@ func selfCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// pgCPU is the CPU time PostgreSQL's processes have used so far: the
-// postmaster's own and its reaped children's, and every live child's, read
-// from /proc. ok is false when the server is not a process of this machine
-// that /proc shows (a remote DATABASE_URL).
 // checkpoint runs CHECKPOINT on the database at dsn; a server that refuses
 // (not a superuser) is left as it is.
 func checkpoint(b *testing.B, dsn string) {
@@ -287,6 +283,10 @@ func checkpoint(b *testing.B, dsn string) {
 	}
 }
 
+// pgCPU is the CPU time PostgreSQL's processes have used so far: the
+// postmaster's own and its reaped children's, and every live child's, read
+// from /proc. ok is false when the server is not a process of this machine
+// that /proc shows (a remote DATABASE_URL).
 func pgCPU(dsn string) (cpu time.Duration, ok bool) {
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {

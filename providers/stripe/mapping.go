@@ -68,8 +68,8 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 	t := at(ev.Created)
 	base := reconcile.Change{At: t, EventID: ev.ID, EventType: ev.Type}
 	typ := ev.Type
-	decode := func(kind string, k objKind) error {
-		if err := ev.o.want(k); err != nil {
+	decoded := func(kind string) error {
+		if err := ev.o.err; err != nil {
 			return fmt.Errorf("decode %s in stripe event %s: %w", kind, ev.ID, err)
 		}
 		return nil
@@ -87,9 +87,10 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 		c.Notice = fmt.Sprintf("Stripe rendered event %s (%s) in API version %q, newer than any this reconciler knows; it was not read. Upgrade reconciler, or check the payment in the Stripe dashboard.", ev.ID, typ, ev.APIVersion)
 		return keep(c)
 	}
-	switch {
-	case strings.HasPrefix(typ, "payment_intent."):
-		if err := decode("payment intent", objPI); err != nil {
+	// The form decodeObject decoded is the event type's (objectKind).
+	switch ev.o.kind {
+	case objPI:
+		if err := decoded("payment intent"); err != nil {
 			return c, false, err
 		}
 		pi := ev.o.pi
@@ -98,16 +99,16 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 		}
 		return keep(piChange(base, pi))
 
-	case typ == "charge.captured" || typ == "charge.refunded":
-		if err := decode("charge", objCharge); err != nil {
+	case objCharge:
+		if err := decoded("charge"); err != nil {
 			return c, false, err
 		}
 		ch := ev.o.ch
 		c, ok = chargeChange(base, &ch, vdate)
 		return c, ok, nil
 
-	case typ == "charge.refund.updated" || typ == "refund.updated" || typ == "refund.failed":
-		if err := decode("refund", objRefund); err != nil {
+	case objRefund:
+		if err := decoded("refund"); err != nil {
 			return c, false, err
 		}
 		r := ev.o.re
@@ -133,8 +134,8 @@ func mapOne(ev *leanEvent) (c reconcile.Change, ok bool, err error) {
 		}
 		return keep(c)
 
-	case strings.HasPrefix(typ, "charge.dispute."):
-		if err := decode("dispute", objDispute); err != nil {
+	case objDispute:
+		if err := decoded("dispute"); err != nil {
 			return c, false, err
 		}
 		d := ev.o.di
@@ -156,7 +157,7 @@ func renamedStatus(s string) string {
 }
 
 // want returns the decode's error for kind, or an error when the event's
-// type decoded another form (objectKind and the mapping disagree: a bug).
+// type decoded another form (objectKind and the caller disagree: a bug).
 func (o *leanObject) want(k objKind) error {
 	if o.kind != k {
 		return fmt.Errorf("internal: the object was decoded as form %d, read as %d", o.kind, k)

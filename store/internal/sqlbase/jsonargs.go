@@ -12,22 +12,11 @@ import (
 
 // stringsJSON is json.Marshal(ids): an array of strings, null for nil.
 func stringsJSON(ids []string) []byte {
-	if ids == nil {
-		return []byte("null")
-	}
 	n := 2
 	for _, id := range ids {
 		n += len(id) + 3
 	}
-	b := make([]byte, 0, n+n/8)
-	b = append(b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonw.String(b, id)
-	}
-	return append(b, ']')
+	return appendArray(make([]byte, 0, n+n/8), ids, jsonw.String)
 }
 
 // itemsJSON is json.Marshal(rows) for store.Item's tags, the same JSON
@@ -35,9 +24,6 @@ func stringsJSON(ids []string) []byte {
 // are valid JSON of the same strings). A detail value of a type it does
 // not write itself is left to encoding/json.
 func itemsJSON(rows []store.Item) ([]byte, error) {
-	if rows == nil {
-		return []byte("null"), nil
-	}
 	// Sized without walking each detail twice: its explanation is most of
 	// an item, the rest a few short fields.
 	n := 2
@@ -45,14 +31,9 @@ func itemsJSON(rows []store.Item) ([]byte, error) {
 		expl, _ := r.Detail["explanation"].(string)
 		n += len(r.ProviderID) + len(expl) + 320
 	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
 	var keys []string
 	var err error
-	for i, r := range rows {
-		if i > 0 {
-			b = append(b, ',')
-		}
+	b := appendArray(make([]byte, 0, n), rows, func(b []byte, r store.Item) []byte {
 		b = append(b, `{"provider_id":`...)
 		b = jsonw.String(b, r.ProviderID)
 		b = append(b, `,"kind":`...)
@@ -64,12 +45,15 @@ func itemsJSON(rows []store.Item) ([]byte, error) {
 		b = append(b, `,"provider_state":`...)
 		b = optString(b, r.ProviderState)
 		b = append(b, `,"detail":`...)
-		if b, keys, err = appendDetail(b, r.Detail, keys); err != nil {
-			return nil, err
+		if err == nil {
+			b, keys, err = appendDetail(b, r.Detail, keys)
 		}
-		b = append(b, '}')
+		return append(b, '}')
+	})
+	if err != nil {
+		return nil, err
 	}
-	return append(b, ']'), nil
+	return b, nil
 }
 
 func optString(b []byte, s *string) []byte {
