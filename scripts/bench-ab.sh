@@ -13,6 +13,12 @@
 # export DATABASE_URL).
 # Each line of OUT: round, binary, benchmark, events/s, job CPU µs/event,
 # job CPU s, PostgreSQL CPU s, wall s, peak RSS MiB.
+#
+# A build whose migrations differ needs the benchmark's own test binary
+# from the same commit (the benchmark migrates each fresh schema with the
+# migrations compiled into it): give it as BINARY:TEST_BINARY, e.g.
+#   (git worktree add /tmp/old OLD && cd /tmp/old && go build -o /tmp/old-bin ./cmd/reconciler && go test -c -o /tmp/old-bench.test ./bench)
+#   scripts/bench-ab.sh ab.out 3 'BenchmarkMonth/empty$' /tmp/new:/tmp/new-bench.test /tmp/old-bin:/tmp/old-bench.test
 set -euo pipefail
 if [ $# -lt 4 ] || [ -z "${DATABASE_URL:-}" ]; then
   echo "usage: DATABASE_URL=… $0 OUT ROUNDS PATTERN BINARY... (see the comment at the top)" >&2
@@ -26,10 +32,12 @@ trap 'rm -f "$test_bin"' EXIT
 (cd "$root" && go test -c -o "$test_bin" ./bench/)
 cd "$root/bench"
 for r in $(seq 1 "$rounds"); do
-  for bin in "$@"; do
-    BENCH_BINARY=$bin "$test_bin" -test.run '^$' -test.bench "$pattern" -test.benchtime 1x 2>&1 |
+  for arg in "$@"; do
+    bin=${arg%%:*} tb=$test_bin
+    if [ "$arg" != "$bin" ]; then tb=${arg#*:}; fi
+    BENCH_BINARY=$bin "$tb" -test.run '^$' -test.bench "$pattern" -test.benchtime 1x 2>&1 |
       grep '^Benchmark' | sed -E 's/ +/ /g' |
-      awk -v bin="$bin" -v r="$r" '{
+      awk -v bin="$arg" -v r="$r" '{
         for (i = 1; i <= NF; i++) {
           if ($i == "events/s") e = $(i-1); if ($i == "cpu_us/event") c = $(i-1)
           if ($i == "job_cpu_s") j = $(i-1); if ($i == "pg_cpu_s") p = $(i-1)
