@@ -35,10 +35,11 @@ import (
 //   - rerun: the same window again after a run, nothing to change: the
 //     job's own CPU per event (user + system time of the process) is the
 //     figure, the target at most 20 µs.
-//   - empty_stripe_sized, missed_33pct_stripe_sized: the same with the
-//     payment intents and charges as large as Stripe's own
-//     (stripefake.Options.FullObjects: events of about 1.6 and 3.3 kB
-//     instead of 0.9 and 1.4), which PostgreSQL pays for by the byte.
+//   - empty_stripe_sized, missed_33pct_stripe_sized, rerun_stripe_sized:
+//     the same with the payment intents and charges as large as Stripe's
+//     own (stripefake.Options.FullObjects: events of about 1.6 and 3.3 kB
+//     instead of 0.9 and 1.4), which PostgreSQL pays for by the byte and
+//     the job by the byte it reads.
 //
 // Every case reports events/s, the job's CPU per event, peak RSS and the
 // requests it made over the requests the method needs (needed_requests:
@@ -62,6 +63,7 @@ func BenchmarkMonth(b *testing.B) {
 		{"rerun", 10, true, false},
 		{"empty_stripe_sized", 0, false, true},
 		{"missed_33pct_stripe_sized", 3, false, true},
+		{"rerun_stripe_sized", 10, true, true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
