@@ -173,8 +173,22 @@ func listData(p *fastjson.Parser, b []byte, more *bool) ([]*fastjson.Value, erro
 // size of the page was a tenth of a rerun's allocations. A page listSpans
 // cannot place for sure (never Stripe's) is parsed whole, as before, and
 // its events re-encoded.
+//
+// Each event is decoded as listSpans finds it (scanEventAt, one pass over
+// the page for both); an event scanEventAt leaves to fastjson is parsed
+// with p once the page's structure is known.
 func (l *leanEventList) parse(p *fastjson.Parser, b []byte) error {
-	spans, env, ok := listSpans(b)
+	evs := l.eventsFor(0)
+	var scanned []bool
+	spans, env, ok := listSpansWith(b, func(b []byte, i int) (int, bool) {
+		evs = append(evs, leanEvent{})
+		end, ok := scanEventAt(b, i, &evs[len(evs)-1])
+		scanned = append(scanned, ok)
+		return end, ok
+	})
+	if l.evs != nil {
+		*l.evs = evs // grown, for the next page
+	}
 	if !ok {
 		return l.parseWhole(p, b)
 	}
@@ -183,20 +197,38 @@ func (l *leanEventList) parse(p *fastjson.Parser, b []byte) error {
 		return err
 	}
 	l.events = make([]*leanEvent, len(spans))
-	evs := l.eventsFor(len(spans))
 	for i, sp := range spans {
-		e, err := p.ParseBytes(b[sp[0]:sp[1]])
-		if err != nil {
-			return fmt.Errorf("data[%d]: %w", i, err)
-		}
 		ev := &evs[i]
-		if err := parseEvent(e, ev); err != nil {
-			return err
+		if !scanned[i] {
+			e, err := p.ParseBytes(b[sp[0]:sp[1]])
+			if err != nil {
+				return fmt.Errorf("data[%d]: %w", i, err)
+			}
+			*ev = leanEvent{}
+			if err := parseEvent(e, ev); err != nil {
+				return err
+			}
 		}
 		ev.raw = b[sp[0]:sp[1]:sp[1]]
 		l.events[i] = ev
 	}
 	return nil
+}
+
+// decodeEvent decodes the event b into ev: in one pass over b (scanEvent)
+// when b is plain JSON of the fields' expected types, else parsed with p
+// (parseEvent), which decides what is accepted and every error. syntax
+// says the error is fastjson's parse's, not the event's.
+func decodeEvent(p *fastjson.Parser, b []byte, ev *leanEvent) (syntax bool, err error) {
+	if scanEvent(b, ev) {
+		return false, nil
+	}
+	*ev = leanEvent{}
+	e, err := p.ParseBytes(b)
+	if err != nil {
+		return true, err
+	}
+	return false, parseEvent(e, ev)
 }
 
 // parseWhole parses the page in one piece, its events re-encoded.
@@ -229,6 +261,17 @@ func (l *leanEventList) parseWhole(p *fastjson.Parser, b []byte) error {
 // elements (each element is fastjson's to check). Like fastjson's Get, it
 // takes the first "data" key.
 func listSpans(b []byte) (spans [][2]int, env []byte, ok bool) {
+	return listSpansWith(b, nil)
+}
+
+// elemScanner reads the element at b[i] (an object) of a list page's data
+// array itself and returns the index past it, or false to leave it to
+// skipValue. It must end an element it reads where skipValue would.
+type elemScanner func(b []byte, i int) (int, bool)
+
+// listSpansWith is listSpans with each element of the data array offered
+// to elem first (nil: none is).
+func listSpansWith(b []byte, elem elemScanner) (spans [][2]int, env []byte, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, nil, false
@@ -257,7 +300,7 @@ func listSpans(b []byte) (spans [][2]int, env []byte, ok bool) {
 		}
 		i = skipSpace(b, i+1)
 		if string(key) == "data" && arr[0] < 0 {
-			if spans, end = arrayElems(b, i); end < 0 {
+			if spans, end = arrayElems(b, i, elem); end < 0 {
 				return nil, nil, false
 			}
 			arr = [2]int{i, end}
@@ -287,7 +330,7 @@ func listSpans(b []byte) (spans [][2]int, env []byte, ok bool) {
 // list page's are: fastjson, alone on a bare value, accepts some it
 // refuses inside an array (a lone "+"), and the page must be accepted in
 // parts exactly when it is whole (FuzzListSpans found it).
-func arrayElems(b []byte, i int) ([][2]int, int) {
+func arrayElems(b []byte, i int, elem elemScanner) ([][2]int, int) {
 	if i >= len(b) || b[i] != '[' {
 		return nil, -1
 	}
@@ -301,7 +344,13 @@ func arrayElems(b []byte, i int) ([][2]int, int) {
 		if start >= len(b) || b[start] != '{' {
 			return nil, -1
 		}
-		end := skipValue(b, start)
+		end, read := -1, false
+		if elem != nil {
+			end, read = elem(b, start)
+		}
+		if !read {
+			end = skipValue(b, start)
+		}
 		if end < 0 {
 			return nil, -1
 		}
@@ -414,15 +463,20 @@ func str(v *fastjson.Value, key string, required bool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s is not a string", key)
 	}
+	return stringOf(key, b), nil
+}
+
+// stringOf is the string b of the field key, a field of a few values
+// interned (the lookup does not allocate): a copy of each was a fifth of a
+// rerun's allocations.
+func stringOf(key string, b []byte) string {
 	switch key {
 	case "type", "status", "currency", "object", "api_version", "reason", "reconciliation_status":
-		// A field of a few values (the lookup does not allocate): a copy
-		// of each was a fifth of a rerun's allocations.
 		if s, ok := vocabulary[string(b)]; ok {
-			return s, nil
+			return s
 		}
 	}
-	return string(b), nil
+	return string(b)
 }
 
 // vocabulary is the common values of the few-valued fields the mapping
