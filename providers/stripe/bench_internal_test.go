@@ -2,6 +2,7 @@ package stripe
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,4 +71,72 @@ func eventsPage(keep func(typ string) bool) []byte {
 		}
 	}
 	return append(body, "]}"...)
+}
+
+// BenchmarkDecodeBTPage measures a page of 100 balance transactions whose
+// sources are Stripe-sized charges (a payout's listing with
+// expand[]=data.source), per transaction: read as listSpans finds them
+// (scanBTAt), and each found by listSpans and parsed by fastjson with a
+// reused parser (parseBT), as before, side by side.
+func BenchmarkDecodeBTPage(b *testing.B) {
+	var charges [][]byte
+	for _, ev := range fakeEvents(b) {
+		v, err := fastjson.ParseBytes(ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if string(v.GetStringBytes("type")) == "charge.captured" && len(ev) > 2500 { // Stripe-sized, compact
+			charges = append(charges, v.Get("data", "object").MarshalTo(nil))
+		}
+		if len(charges) == 100 {
+			break
+		}
+	}
+	if len(charges) < 100 {
+		b.Fatalf("%d charges", len(charges))
+	}
+	body := []byte(`{"object":"list","has_more":false,"url":"/v1/balance_transactions","data":[`)
+	for i, ch := range charges {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = fmt.Appendf(body, `{"id":"txn_%d","object":"balance_transaction","amount":5,"available_on":1700100000,"created":1700000000,"fee":0,"net":5,"reporting_category":"charge","status":"available","type":"charge","source":%s}`, i, ch)
+	}
+	body = append(body, "]}"...)
+	for _, fast := range []bool{true, false} {
+		name := "scanned"
+		if !fast {
+			name = "fastjson"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			var parser fastjson.Parser
+			for b.Loop() {
+				if fast {
+					var l leanBTList
+					if err := l.parse(&parser, body); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					// The parse before scanBTAt: each element found by
+					// listSpans, then parsed with the reused parser.
+					spans, _, ok := listSpans(body)
+					if !ok {
+						b.Fatal("listSpans")
+					}
+					for _, sp := range spans {
+						o, err := parser.ParseBytes(body[sp[0]:sp[1]])
+						if err != nil {
+							b.Fatal(err)
+						}
+						if _, err := parseBT(o); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100/1000, "us/txn")
+		})
+	}
 }

@@ -835,7 +835,12 @@ func putBTReader(r *btReader) {
 // places them (p's cache then holds one balance transaction and its
 // charge, not a page of them).
 func (l *leanBTList) parse(p *fastjson.Parser, b []byte) error {
-	spans, env, ok := listSpans(b)
+	var scanned []*leanBT // nil: left to fastjson
+	spans, env, ok := listSpansWith(b, func(b []byte, i int) (int, bool) {
+		bt, end, ok := scanBTAt(b, i)
+		scanned = append(scanned, bt)
+		return end, ok
+	})
 	if !ok {
 		arr, err := listData(p, b, &l.HasMore)
 		if err != nil {
@@ -854,6 +859,10 @@ func (l *leanBTList) parse(p *fastjson.Parser, b []byte) error {
 	}
 	l.Data = make([]*leanBT, len(spans))
 	for i, sp := range spans {
+		if scanned[i] != nil {
+			l.Data[i] = scanned[i]
+			continue
+		}
 		o, err := p.ParseBytes(b[sp[0]:sp[1]])
 		if err != nil {
 			return fmt.Errorf("data[%d]: %w", i, err)

@@ -30,7 +30,8 @@ type fieldSpan struct {
 // objectFields are the fields of data.object any lean form reads (fill);
 // each is found at its first occurrence, as fastjson's Get finds it.
 var objectFields = [...]string{"id", "amount", "currency", "status", "amount_captured", "amount_refunded", "captured",
-	"refunded", "payment_intent", "created", "reason", "reconciliation_status", "arrival_date", "automatic"}
+	"refunded", "payment_intent", "created", "reason", "reconciliation_status", "arrival_date", "automatic", "object",
+	"type", "available_on", "source"}
 
 const (
 	fID = iota
@@ -47,6 +48,10 @@ const (
 	fReconciliation
 	fArrivalDate
 	fAutomatic
+	fObject
+	fType        // a balance transaction's
+	fAvailableOn // a balance transaction's
+	fSource      // a balance transaction's
 	numFields
 )
 
@@ -57,6 +62,7 @@ type eventScan struct {
 	fields                         [numFields]fieldSpan
 	expandedID                     fieldSpan // payment_intent's id, when expanded
 	seenData, seenObject           bool
+	bt                             [numFields]fieldSpan // a balance transaction's fields (fields: its source's)
 }
 
 // scanEvent decodes the event b into ev, or reports false when fastjson
@@ -102,6 +108,71 @@ func scanEventAt(b []byte, i int, ev *leanEvent) (int, bool) {
 	}
 	ev.ID, ev.Type, ev.Created, ev.APIVersion, ev.o = s.str("id", s.id), typ, created, version, o
 	return end, true
+}
+
+// scanBTAt decodes the balance transaction at b[i] (a brace) as parseBT
+// does and returns the index past it; false when parseBT must (as
+// scanEventAt's).
+func scanBTAt(b []byte, i int) (*leanBT, int, bool) {
+	s := eventScan{b: b}
+	end, ok := s.object(i, 1, lvBT)
+	if !ok {
+		return nil, -1, false
+	}
+	bt := &leanBT{}
+	bt.ID, ok = s.strOf(s.bt[fID], "id")
+	typ, ok2 := s.strOf(s.bt[fType], "type")
+	status, ok3 := s.strOf(s.bt[fStatus], "status")
+	availableOn, ok4 := s.numOf(s.bt[fAvailableOn])
+	created, ok5 := s.numOf(s.bt[fCreated])
+	if !(ok && ok2 && ok3 && ok4 && ok5) {
+		return nil, -1, false
+	}
+	bt.Type, bt.Status, bt.AvailableOn, bt.Created = typ, status, availableOn, created
+	switch src := s.bt[fSource]; src.kind {
+	case '{':
+		if bt.Source.Object, ok = s.strOf(s.fields[fObject], "object"); !ok {
+			return nil, -1, false
+		}
+		if bt.Source.Object == "charge" {
+			o := leanObject{kind: objCharge}
+			if !s.fill(&o) {
+				return nil, -1, false
+			}
+			bt.Source.leanCharge = o.ch
+		} else if bt.Source.ID, ok = s.strOf(s.fields[fID], "id"); !ok {
+			return nil, -1, false
+		}
+	case '"':
+		bt.Source.ID = string(b[src.start+1 : src.end-1])
+	case '\\':
+		return nil, -1, false // fastjson unescapes it
+	}
+	return bt, end, true
+}
+
+// strOf reads a string field as str does (absent or null: ""); false
+// when str would fail or unescape.
+func (s *eventScan) strOf(sp fieldSpan, key string) (string, bool) {
+	switch sp.kind {
+	case 0, 'n':
+		return "", true
+	case '"':
+		return s.str(key, sp), true
+	}
+	return "", false
+}
+
+// numOf reads an integer field as num does (absent or null: 0); false
+// when num would fail.
+func (s *eventScan) numOf(sp fieldSpan) (int64, bool) {
+	switch sp.kind {
+	case 0, 'n':
+		return 0, true
+	case '0':
+		return s.int(sp)
+	}
+	return 0, false
 }
 
 // fill decodes the object's lean form for its kind, as fill does; false
@@ -195,7 +266,9 @@ const (
 	lvEvent           // the event: id, type, created, api_version, data
 	lvData            // the event's data: object
 	lvObject          // data.object: the fields of objectFields
-	lvExpanded        // an expanded object: its id (objectID)
+	lvExpanded        // an expanded object: its id
+	lvBT              // a balance transaction: the fields of objectFields, its source's too
+	lvSource          // a balance transaction's source: the fields of objectFields
 )
 
 // first is sp while nothing was recorded there, else nil.
@@ -237,6 +310,14 @@ func fieldOf(key []byte) int {
 		return fArrivalDate
 	case "automatic":
 		return fAutomatic
+	case "object":
+		return fObject
+	case "type":
+		return fType
+	case "available_on":
+		return fAvailableOn
+	case "source":
+		return fSource
 	}
 	return -1
 }
@@ -309,6 +390,20 @@ func (s *eventScan) object(i, depth, level int) (int, bool) {
 		case lvExpanded:
 			if string(key) == "id" {
 				sp = first(&s.expandedID)
+			}
+		case lvBT:
+			if f := fieldOf(key); f >= 0 {
+				sp = first(&s.bt[f])
+				if f == fSource && sp != nil {
+					next = lvSource
+				}
+			}
+		case lvSource:
+			if f := fieldOf(key); f >= 0 {
+				sp = first(&s.fields[f])
+				if f == fPaymentIntent && sp != nil {
+					next = lvExpanded
+				}
 			}
 		}
 		var ok bool

@@ -246,14 +246,16 @@ func TestPageScannedAsFound(t *testing.T) {
 	}
 }
 
-// FuzzListSpansScanned: offering each element to scanEventAt never moves
-// where listSpans finds the elements, nor what it accepts; and the page
-// reads as fastjson reads it whole.
+// FuzzListSpansScanned: offering each element to scanEventAt or scanBTAt
+// never moves where listSpans finds the elements, nor what it accepts; and
+// the page reads as fastjson reads it whole, as events and as balance
+// transactions.
 func FuzzListSpansScanned(f *testing.F) {
 	evs := fakeEvents(f)
 	f.Add(pageOf(evs[0], evs[1]))
 	f.Add(pageOf([]byte(`{"id":"evt_1","created":1,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","x":"]}\""}}}`)))
 	f.Add([]byte(`{"data":[{"a":"]}\""},{"b":[]}],"has_more":false}`))
+	f.Add([]byte(`{"data":[{"id":"txn_1","source":{"object":"charge","id":"ch_1","amount":5,"payment_intent":{"id":"pi_1"}}},{"id":"txn_2","source":"ch_2"}],"has_more":false}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		spans, env, ok := listSpans(b)
 		var ev leanEvent
@@ -261,6 +263,107 @@ func FuzzListSpansScanned(f *testing.F) {
 		if ok != ok2 || !reflect.DeepEqual(spans, spans2) || !bytes.Equal(env, env2) {
 			t.Fatalf("listSpans %v %v, with the events scanned %v %v: %q", ok, spans, ok2, spans2, b)
 		}
+		spans3, env3, ok3 := listSpansWith(b, func(b []byte, i int) (int, bool) { _, end, ok := scanBTAt(b, i); return end, ok })
+		if ok != ok3 || !reflect.DeepEqual(spans, spans3) || !bytes.Equal(env, env3) {
+			t.Fatalf("listSpans %v %v, with the balance transactions scanned %v %v: %q", ok, spans, ok3, spans3, b)
+		}
 		pagesAgree(t, b)
+		var l leanBTList
+		err := l.parse(new(fastjson.Parser), b)
+		want, wantErr := btViaFastjson(b)
+		if (err == nil) != (wantErr == nil) || err == nil && !reflect.DeepEqual(l.Data, want) {
+			t.Fatalf("balance transactions: %v %+v; fastjson: %v %+v: %q", err, l.Data, wantErr, want, b)
+		}
 	})
+}
+
+// btViaFastjson reads a page of balance transactions as parse did before
+// scanBTAt: every element parsed by fastjson (parseBT).
+func btViaFastjson(b []byte) ([]*leanBT, error) {
+	var more bool
+	arr, err := listData(new(fastjson.Parser), b, &more)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*leanBT, len(arr))
+	for i, o := range arr {
+		if out[i], err = parseBT(o); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// TestBTPageScannedAsFound: balance transactions whose sources are the
+// fake's charges (compact and Stripe-sized), and odd ones, read as parseBT
+// reads them.
+func TestBTPageScannedAsFound(t *testing.T) {
+	var charges [][]byte
+	for _, b := range fakeEvents(t) {
+		v, err := fastjson.ParseBytes(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(v.GetStringBytes("type")) == "charge.captured" {
+			charges = append(charges, v.Get("data", "object").MarshalTo(nil))
+		}
+	}
+	if len(charges) < 50 {
+		t.Fatalf("%d charges", len(charges))
+	}
+	bt := func(i int, source string) []byte {
+		return []byte(fmt.Sprintf(`{"id":"txn_%d","object":"balance_transaction","amount":5,"available_on":1700100000,"created":1700000000,"status":"available","type":"charge","source":%s}`, i, source))
+	}
+	var elems [][]byte
+	for i, ch := range charges {
+		elems = append(elems, bt(i, string(ch)))
+	}
+	for i, src := range []string{
+		`"ch_1"`, `null`, `{"object":"refund","id":"re_1"}`, `{"object":"charge","id":"ch_\u0031"}`, `"ch_\u0031"`,
+		`{"object":"charge","id":"ch_2","amount":"5"}`, `{"object":"charge","id":"ch_3","payment_intent":{"id":"pi_3"}}`,
+		`{"object":"payout","id":"po_1"}`, `5`, `[1,2]`, `{"object":1}`,
+	} {
+		elems = append(elems, bt(1000+i, src))
+	}
+	elems = append(elems, []byte(`{"id":"txn_x","created":"1","source":"ch_1"}`), []byte(`{"id":"txn_y","type":null,"status":5}`))
+	check := func(t *testing.T, page []byte) {
+		t.Helper()
+		var l leanBTList
+		err := l.parse(new(fastjson.Parser), page)
+		want, wantErr := btViaFastjson(page)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("parse: %v; fastjson: %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if !reflect.DeepEqual(l.Data, want) {
+			for i := range want {
+				if !reflect.DeepEqual(l.Data[i], want[i]) {
+					t.Fatalf("element %d:\n%+v\nfastjson\n%+v", i, l.Data[i], want[i])
+				}
+			}
+		}
+	}
+	for i := 0; i < len(elems); i += 25 {
+		page := []byte(`{"object":"list","has_more":false,"data":[` + string(bytes.Join(elems[i:min(i+25, len(elems))], []byte(","))) + `]}`)
+		check(t, page)
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, page, "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		check(t, pretty.Bytes())
+	}
+	for _, e := range elems[len(charges):] {
+		check(t, []byte(`{"data":[`+string(e)+`],"has_more":false}`))
+	}
+	var ok int
+	for _, e := range elems[:len(charges)] {
+		if _, _, read := scanBTAt(e, 0); read {
+			ok++
+		}
+	}
+	if ok != len(charges) {
+		t.Fatalf("scanBTAt read %d of %d ordinary balance transactions itself", ok, len(charges))
+	}
 }
