@@ -53,24 +53,7 @@ func TestItemPagesWalkTheIndex(t *testing.T) {
 		for i := range args {
 			sql = strings.Replace(sql, "?", fmt.Sprintf("$%d", i+1), 1)
 		}
-		require.NoError(t, tx.Exec(`SET LOCAL plan_cache_mode = force_custom_plan`).Error)
-		require.NoError(t, tx.Exec(`PREPARE page AS `+sql).Error)
-		defer tx.Exec(`DEALLOCATE page`)
-		ps := make([]string, len(args))
-		for i, a := range args {
-			ps[i] = fmt.Sprintf("'%v'", a)
-		}
-		rows, err := tx.Raw(`EXPLAIN EXECUTE page(` + strings.Join(ps, ", ") + `)`).Rows()
-		require.NoError(t, err)
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var l string
-			require.NoError(t, rows.Scan(&l))
-			lines = append(lines, l)
-		}
-		require.NoError(t, rows.Err())
-		return strings.Join(lines, "\n")
+		return pgtest.Explain(t, tx, "force_custom_plan", sql, args...)
 	}
 	pages := []struct {
 		action string

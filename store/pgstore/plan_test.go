@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -49,27 +48,9 @@ func TestFewRowsStatementsUseTheIndex(t *testing.T) {
 
 	plan := func(t *testing.T, sql string, args []any) string {
 		t.Helper()
-		sql = pgstore.Dollars(sql, len(args))
 		tx := db.Begin()
 		defer tx.Rollback()
-		require.NoError(t, tx.Exec(`SET LOCAL plan_cache_mode = force_generic_plan`).Error)
-		require.NoError(t, tx.Exec(`PREPARE few AS `+sql).Error)
-		defer tx.Exec(`DEALLOCATE few`) // a session's, not the transaction's
-		ps := make([]string, len(args))
-		for i, a := range args {
-			ps[i] = fmt.Sprintf("'%v'", a)
-		}
-		rows, err := tx.Raw(`EXPLAIN EXECUTE few(` + strings.Join(ps, ", ") + `)`).Rows()
-		require.NoError(t, err)
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var l string
-			require.NoError(t, rows.Scan(&l))
-			lines = append(lines, l)
-		}
-		require.NoError(t, rows.Err())
-		return strings.Join(lines, "\n")
+		return pgtest.Explain(t, tx, "force_generic_plan", pgstore.Dollars(sql, len(args)), args...)
 	}
 	for _, st := range append(slices.Clip(pgstore.FewRowsStatements), pgstore.BatchStatements(m)...) {
 		t.Run(st.Name, func(t *testing.T) {
