@@ -4,11 +4,12 @@ import (
 	"strconv"
 )
 
-// The fast path of an event's decoding (issue 16). fastjson parsed each
+// The fast path of a page's decoding (issue 16). fastjson parsed each
 // event whole into its value tree to read a dozen fields: on Stripe-sized
 // events (a payment intent or charge of 3 kB) that parse was an eighth of a
-// rerun's job CPU. scanEvent reads the same fields in one pass over the
-// event's bytes, accepting no more than fastjson accepts (its strings end
+// rerun's job CPU. scanEventAt reads the same fields in the pass that finds
+// where the event ends in its page (listSpansWith), and scanBTAt a balance
+// transaction's and its source's, accepting no more than fastjson accepts (its strings end
 // where fastjson's end, its numbers take the bytes fastjson's take, its
 // nesting stops at scanMaxDepth), and gives up on whatever it would read
 // differently from fastjson: an escaped key or read value, a field of an
@@ -16,19 +17,25 @@ import (
 // range, a NaN or an Inf, or an event version whose object the mapping
 // reads more of (paymentOf). The caller then parses the event with
 // fastjson, as before, so what is accepted, what is read and every error
-// message stay fastjson's (TestScanEventAgreesWithFastjson, FuzzScanEvent).
+// message stay fastjson's (TestScanEventAgreesWithFastjson,
+// TestPageScannedAsFound, TestBTPageScannedAsFound, FuzzScanEvent,
+// FuzzListSpansScanned).
 
 // scanMaxDepth bounds the nesting scanEvent follows (fastjson's is 300).
 const scanMaxDepth = 64
 
-// fieldSpan is where a field's value lies in the event, and what it is.
+// fieldSpan is where a field's value lies in the page, and what it is.
 type fieldSpan struct {
 	start, end int
-	kind       byte // '"' a string without escapes, 'n' null, 't'/'f' a boolean, '0' an integer, '{' an object; 0 absent
+	// kind: 0 absent, '"' a string without escapes, '\\' one with, 'n'
+	// null, 't'/'f' a boolean, '0' an integer in plain digits, '.' another
+	// number, '{' an object, '[' an array.
+	kind byte
 }
 
-// objectFields are the fields of data.object any lean form reads (fill);
-// each is found at its first occurrence, as fastjson's Get finds it.
+// objectFields are the fields the lean forms read: of data.object (fill),
+// of a balance transaction and of its source (parseBT); each is found at
+// its first occurrence, as fastjson's Get finds it.
 var objectFields = [...]string{"id", "amount", "currency", "status", "amount_captured", "amount_refunded", "captured",
 	"refunded", "payment_intent", "created", "reason", "reconciliation_status", "arrival_date", "automatic", "object",
 	"type", "available_on", "source"}
@@ -55,7 +62,7 @@ const (
 	numFields
 )
 
-// eventScan is what scanEvent found.
+// eventScan is what one element's scan found.
 type eventScan struct {
 	b                              []byte
 	id, typ, created, version, obj fieldSpan
