@@ -272,10 +272,9 @@ const (
 	lvOther    = iota // nothing is read
 	lvEvent           // the event: id, type, created, api_version, data
 	lvData            // the event's data: object
-	lvObject          // data.object: the fields of objectFields
+	lvObject          // data.object, or a balance transaction's source: the fields of objectFields
 	lvExpanded        // an expanded object: its id
-	lvBT              // a balance transaction: the fields of objectFields, its source's too
-	lvSource          // a balance transaction's source: the fields of objectFields
+	lvBT              // a balance transaction: the fields of objectFields (into bt)
 )
 
 // first is sp while nothing was recorded there, else nil.
@@ -402,14 +401,7 @@ func (s *eventScan) object(i, depth, level int) (int, bool) {
 			if f := fieldOf(key); f >= 0 {
 				sp = first(&s.bt[f])
 				if f == fSource && sp != nil {
-					next = lvSource
-				}
-			}
-		case lvSource:
-			if f := fieldOf(key); f >= 0 {
-				sp = first(&s.fields[f])
-				if f == fPaymentIntent && sp != nil {
-					next = lvExpanded
+					next = lvObject // its fields are read as data.object's
 				}
 			}
 		}
