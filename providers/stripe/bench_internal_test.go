@@ -79,19 +79,8 @@ func eventsPage(keep func(typ string) bool) []byte {
 // (scanBTAt), and each found by listSpans and parsed by fastjson with a
 // reused parser (parseBT), as before, side by side.
 func BenchmarkDecodeBTPage(b *testing.B) {
-	var charges [][]byte
-	for _, ev := range fakeEvents(b) {
-		v, err := fastjson.ParseBytes(ev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if string(v.GetStringBytes("type")) == "charge.captured" && len(ev) > 2500 { // Stripe-sized, compact
-			charges = append(charges, v.Get("data", "object").MarshalTo(nil))
-		}
-		if len(charges) == 100 {
-			break
-		}
-	}
+	charges := fakeCharges(b, 2500) // Stripe-sized, compact
+	charges = charges[:min(100, len(charges))]
 	if len(charges) < 100 {
 		b.Fatalf("%d charges", len(charges))
 	}

@@ -187,26 +187,14 @@ func (s *eventScan) numOf(sp fieldSpan) (int64, bool) {
 func (s *eventScan) fill(o *leanObject) bool {
 	ok := true
 	str := func(f int) string {
-		switch sp := s.fields[f]; sp.kind {
-		case 0, 'n':
-			return ""
-		case '"':
-			return s.str(objectFields[f], sp)
-		}
-		ok = false
-		return ""
+		v, good := s.strOf(s.fields[f], objectFields[f])
+		ok = ok && good
+		return v
 	}
 	num := func(f int) int64 {
-		switch sp := s.fields[f]; sp.kind {
-		case 0, 'n':
-			return 0
-		case '0':
-			n, good := s.int(sp)
-			ok = ok && good
-			return n
-		}
-		ok = false
-		return 0
+		v, good := s.numOf(s.fields[f])
+		ok = ok && good
+		return v
 	}
 	boolean := func(f int) bool {
 		switch s.fields[f].kind {

@@ -277,6 +277,22 @@ func FuzzListSpansScanned(f *testing.F) {
 	})
 }
 
+// fakeCharges are the charges of fakeEvents' charge.captured events longer
+// than minLen bytes, in order.
+func fakeCharges(t testing.TB, minLen int) [][]byte {
+	var charges [][]byte
+	for _, ev := range fakeEvents(t) {
+		v, err := fastjson.ParseBytes(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(v.GetStringBytes("type")) == "charge.captured" && len(ev) > minLen {
+			charges = append(charges, v.Get("data", "object").MarshalTo(nil))
+		}
+	}
+	return charges
+}
+
 // btViaFastjson reads a page of balance transactions as parse did before
 // scanBTAt: every element parsed by fastjson (parseBT).
 func btViaFastjson(b []byte) ([]*leanBT, error) {
@@ -298,16 +314,7 @@ func btViaFastjson(b []byte) ([]*leanBT, error) {
 // fake's charges (compact and Stripe-sized), and odd ones, read as parseBT
 // reads them.
 func TestBTPageScannedAsFound(t *testing.T) {
-	var charges [][]byte
-	for _, b := range fakeEvents(t) {
-		v, err := fastjson.ParseBytes(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(v.GetStringBytes("type")) == "charge.captured" {
-			charges = append(charges, v.Get("data", "object").MarshalTo(nil))
-		}
-	}
+	charges := fakeCharges(t, 0)
 	if len(charges) < 50 {
 		t.Fatalf("%d charges", len(charges))
 	}
