@@ -118,6 +118,7 @@ func main() {
 		}
 		fmt.Printf("| %s | %s %g | %.4g | %d | %s |\n", t.what, op, t.bound, m, len(vs), mark)
 	}
+	linear(res)
 	budget(res, order)
 	fmt.Println()
 	fmt.Println("Every benchmark's medians:")
@@ -163,4 +164,38 @@ func budget(res map[string]metrics, order []string) {
 	for _, r := range rows {
 		fmt.Println(r)
 	}
+}
+
+// linear prints whether the demo's cost is linear in its payments (issue
+// 16): its wall time a payment at 20,000 over that at 5,000 (1,000 carries
+// the fixed cost of the process and the schema, so it is shown, not
+// compared). A quadratic cost makes the ratio about 4; the bound allows a
+// quarter more for a larger database's pages and the machine's noise.
+// Ctrl-C is not a benchmark: TestDemoStopsSoonWhenCanceled (internal/demo) and
+// TestDemoCtrlC (cmd/reconciler) hold it to two seconds.
+func linear(res map[string]metrics) {
+	per := func(n int) (float64, bool) {
+		vs := res[fmt.Sprintf("BenchmarkDemo/payments=%d", n)]["us/payment"]
+		if len(vs) == 0 {
+			return 0, false
+		}
+		return median(vs), true
+	}
+	small, okS := per(1000)
+	mid, okM := per(5000)
+	big, okB := per(20000)
+	if !okM || !okB {
+		fmt.Println("| demo cost linear in payments: µs a payment at 20,000 over 5,000 | ≤ 1.25 | not run | 0 | |")
+		return
+	}
+	mark := "no"
+	if big/mid <= 1.25 {
+		mark = "yes"
+	}
+	first := ""
+	if okS {
+		first = fmt.Sprintf("%.0f / ", small)
+	}
+	fmt.Printf("| demo cost linear in payments: µs a payment at 20,000 over 5,000 (1k / 5k / 20k: %s%.0f / %.0f) | ≤ 1.25 | %.3g | %d | %s |\n",
+		first, mid, big, big/mid, len(res["BenchmarkDemo/payments=20000"]["us/payment"]), mark)
 }
