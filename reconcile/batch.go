@@ -21,10 +21,19 @@ type batch struct {
 	order []string // payment ids, sorted: a fixed lock order
 
 	// plan
-	rows    map[string]Local    // the rows as loaded
-	prev    map[string]*carried // what earlier batches carried
-	plans   map[string]*Plan    // into one array: a Plan is stored apart from a map's slot
-	befores map[string]Local    // the row as the run first saw it
+	rows  map[string]Local    // the rows as loaded
+	prev  map[string]*carried // what earlier batches carried
+	plans map[string]*Plan    // into one array: a Plan is stored apart from a map's slot
+
+	// By position in order, for the loops over it (issue 16: a rerun's
+	// batch looked each payment up in the run's seen set five times, and
+	// hashed its id as often): its id's hash, whether the run had seen it
+	// before this batch and the bits it had then (e.seen changes only in
+	// committed), and the row as the run first saw it.
+	hashes  []uint64
+	wasSeen []bool
+	seenAt  []uint16
+	befores []Local
 
 	// apply
 	out map[string]outcome
@@ -49,13 +58,14 @@ func (b *batch) spare() *batch {
 	clear(b.byID)
 	clear(b.rows)
 	clear(b.plans)
-	clear(b.befores)
 	clear(b.out)
 	clear(b.next)
 	clear(b.sizes)
 	clear(b.planBuf) // drops what the old plans point to
-	return &batch{byID: b.byID, rows: b.rows, plans: b.plans, befores: b.befores, out: b.out, next: b.next,
-		sizes: b.sizes, planBuf: b.planBuf[:0], order: b.order[:0]}
+	clear(b.befores) // drops what the old rows point to
+	return &batch{byID: b.byID, rows: b.rows, plans: b.plans, out: b.out, next: b.next,
+		sizes: b.sizes, planBuf: b.planBuf[:0], order: b.order[:0],
+		hashes: b.hashes[:0], wasSeen: b.wasSeen[:0], seenAt: b.seenAt[:0], befores: b.befores[:0]}
 }
 
 // orMake returns m, or a new map for n entries when m is nil.
@@ -160,9 +170,16 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 	if b.rows, err = e.ap.load(ctx, tx, b.order, orMake(b.rows, len(b.order))); err != nil {
 		return err
 	}
+	n := len(b.order)
+	b.hashes = slices.Grow(b.hashes[:0], n)[:n]
+	b.wasSeen = slices.Grow(b.wasSeen[:0], n)[:n]
+	b.seenAt = slices.Grow(b.seenAt[:0], n)[:n]
 	var want []string
-	for _, id := range b.order {
-		if e.seen[IDHash(id)]&carriedBit != 0 {
+	for i, id := range b.order {
+		h := IDHash(id)
+		bits, ok := e.seen[h]
+		b.hashes[i], b.wasSeen[i], b.seenAt[i] = h, ok, bits
+		if bits&carriedBit != 0 {
 			want = append(want, id)
 		}
 	}
@@ -170,7 +187,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 		return err
 	}
 	b.plans = orMake(b.plans, len(b.order))
-	b.befores = orMake(b.befores, len(b.order))
+	b.befores = slices.Grow(b.befores[:0], n)[:n]
 	b.planBuf = slices.Grow(b.planBuf[:0], len(b.order))[:len(b.order)]
 	plans := b.planBuf
 	e.dec.newArrays(len(b.page.Changes) + len(b.page.Changes)/4)
@@ -183,7 +200,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 			before, earlier = cr.before, cr.facts
 		}
 		pl := decideInto(before, earlier, b.byID[id], &e.dec)
-		if bits, ok := e.seen[IDHash(id)]; ok {
+		if bits := b.seenAt[i]; b.wasSeen[i] {
 			// The states earlier batches showed are still shown by the
 			// window's log, whether or not the payment is carried: what it
 			// carries are the facts from the batch it was first carried in
@@ -196,7 +213,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 			}
 		}
 		plans[i] = pl
-		b.plans[id], b.befores[id] = &plans[i], before
+		b.plans[id], b.befores[i] = &plans[i], before
 	}
 	return nil
 }
@@ -215,12 +232,12 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	// touches the transaction); the rest waits for it. Every return below
 	// waits for it first: the transaction is not the job's again before.
 	inserted := e.insertEvents(ctx, tx, b)
-	for _, id := range b.order {
-		o, pl, prev := b.out[id], *b.plans[id], b.prev[id]
+	for i, id := range b.order {
+		o, pl, prev := b.out[id], b.planBuf[i], b.prev[id]
 		// A value until it is carried: most payments of a night are not
 		// (a rerun's none), and each was an allocation with its steps'
 		// copy (issue 16).
-		cr := carried{before: b.befores[id], applied: o.applied, inserted: o.inserted}
+		cr := carried{before: b.befores[i], applied: o.applied, inserted: o.inserted}
 		if prev != nil {
 			cr.applied = append(slices.Clip(prev.applied), o.applied...)
 			cr.inserted = cr.inserted || prev.inserted
@@ -292,8 +309,8 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 		}
 	}
 	examined, drifted := int64(len(e.seen)), e.drifted
-	for _, id := range b.order {
-		if _, ok := e.seen[IDHash(id)]; !ok {
+	for i, id := range b.order {
+		if !b.wasSeen[i] {
 			examined++
 		}
 		if prev := b.prev[id]; prev != nil && prev.drifted {
@@ -384,21 +401,24 @@ func (e *engine) committed(b *batch) {
 	if b.page.listed {
 		e.listSynthetic += b.counts.Synthetic
 	}
-	for id, cr := range b.next {
-		h := IDHash(id)
+	// record gave every payment of the batch its entry in b.next (nil when
+	// nothing is carried).
+	for i, id := range b.order {
+		cr := b.next[id]
 		if prev := b.prev[id]; prev != nil && prev.drifted {
 			e.drifted--
 		}
-		bits := e.seen[h]
-		for r, t := range b.plans[id].Shown {
+		bits := b.seenAt[i]
+		for r, t := range b.planBuf[i].Shown {
 			if !t.IsZero() {
 				bits |= 1 << r
 			}
 		}
-		e.seen[h] = bits
-		delete(e.pending, id)
+		if len(e.pending) > 0 {
+			delete(e.pending, id)
+		}
 		if cr == nil {
-			e.seen[h] &^= carriedBit
+			e.seen[b.hashes[i]] = bits &^ carriedBit
 			continue
 		}
 		if cr.drifted {
@@ -407,7 +427,7 @@ func (e *engine) committed(b *batch) {
 		if cr.pending {
 			e.pending[id] = true
 		}
-		e.seen[h] |= carriedBit
+		e.seen[b.hashes[i]] = bits | carriedBit
 	}
 	e.ap.committed(b)
 	e.total.Add(b.counts)

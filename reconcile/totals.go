@@ -166,7 +166,7 @@ func (e *engine) count(b *batch) {
 	if e.tot == nil {
 		return
 	}
-	for _, id := range b.order {
+	for i, id := range b.order {
 		o, ok := b.out[id]
 		if !ok {
 			continue
@@ -175,10 +175,9 @@ func (e *engine) count(b *batch) {
 		// run, unchanged in a dry run or one that delivers.
 		row := o.after
 		if !e.ap.writes() {
-			row = b.befores[id]
+			row = b.befores[i]
 		}
-		h := IDHash(id)
-		_, seen := e.seen[h]
+		h, seen := b.hashes[i], b.wasSeen[i]
 		if seen {
 			// Decided before: its earlier contribution is taken back. The
 			// provider's side was the row's unless it differed (kept in
@@ -186,7 +185,7 @@ func (e *engine) count(b *batch) {
 			// run only simulated, a refusal).
 			prevRow := b.rows[id]
 			if !e.ap.writes() {
-				prevRow = b.befores[id]
+				prevRow = b.befores[i]
 			}
 			prevProv, ok := e.totDiff[h]
 			if !ok {
@@ -194,7 +193,7 @@ func (e *engine) count(b *batch) {
 			}
 			e.tot.change(prevProv, prevRow, -1, false)
 		}
-		pv := providerView(*b.plans[id], row)
+		pv := providerView(b.planBuf[i], row)
 		if e.tot.money(pv) != e.tot.money(row) || !strings.EqualFold(pv.Currency, row.Currency) {
 			e.totDiff[h] = pv
 		} else {
