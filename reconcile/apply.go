@@ -25,7 +25,7 @@ type applier interface {
 	load(ctx context.Context, tx store.Tx, ids []string, into map[string]Local) (map[string]Local, error)
 	// apply carries out the plans and returns each payment's outcome and
 	// how many settlements it recorded.
-	apply(ctx context.Context, tx store.Tx, b *batch) (map[string]outcome, int64, error)
+	apply(ctx context.Context, tx store.Tx, b *batch) ([]outcome, int64, error) // by position in b.order
 	// events records the batch's events and returns how many
 	// webhook_events lacked.
 	events(ctx context.Context, tx store.Tx, evs []store.Event) (int64, error)
@@ -34,7 +34,7 @@ type applier interface {
 	loadCarry(ctx context.Context, tx store.Tx, ids []string) (map[string]*carried, error)
 	// packCarry takes the batch's carried state (nil: forget the payment)
 	// and plans what of it the transaction records; it sends nothing.
-	packCarry(next, prev map[string]*carried)
+	packCarry(order []string, next []*carried, prev map[string]*carried)
 	// saveCarry records what packCarry planned in the batch's transaction.
 	saveCarry(ctx context.Context, tx store.Tx) error
 	// committed is called once the batch's transaction committed.
@@ -90,7 +90,7 @@ func localOf(r store.Payment) Local {
 		AmountRefunded: r.AmountRefunded, SettledAt: r.SettledAt, PayoutID: r.PayoutID, AmountCaptured: r.AmountCaptured}
 }
 
-func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[string]outcome, int64, error) {
+func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) ([]outcome, int64, error) {
 	var inserts []store.NewPayment
 	for _, id := range b.order {
 		if pl := b.plans[id]; !b.rows[id].Exists && pl.Creatable() {
@@ -272,8 +272,8 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		after[r.ProviderID] = localOf(r)
 	}
 	settled := settledByStep + int64(len(settledRows))
-	out := orMake(b.out, len(b.order))
-	for _, id := range b.order {
+	out := slices.Grow(b.out[:0], len(b.order))[:len(b.order)]
+	for i, id := range b.order {
 		o := outcome{after: b.rows[id], applied: applied[id], inserted: inserted[id]}
 		if touched[id] || inserted[id] {
 			o.after = after[id]
@@ -281,7 +281,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[stri
 		if o.inserted {
 			o.applied = []Step{*b.plans[id].Latest}
 		}
-		out[id] = o
+		out[i] = o
 	}
 	return out, settled, nil
 }
@@ -345,9 +345,10 @@ func (a *sqlApplier) loadCarry(ctx context.Context, tx store.Tx, ids []string) (
 // packCarry packs the batch's carried state for memory and plans what
 // does not fit the budget, which saveCarry spills to the carry table in the
 // batch's transaction. Memory changes only once the batch committed.
-func (a *sqlApplier) packCarry(next, prev map[string]*carried) {
-	put := make(map[string][]byte, len(next))
-	for id, cr := range next {
+func (a *sqlApplier) packCarry(order []string, next []*carried, prev map[string]*carried) {
+	put := make(map[string][]byte)
+	for i, cr := range next {
+		id := order[i]
 		switch {
 		case cr != nil:
 			// Packed into the scratch buffer, kept at its exact size.
@@ -431,14 +432,14 @@ func (a *dryApplier) load(ctx context.Context, tx store.Tx, ids []string, into m
 	return rows, nil
 }
 
-func (a *dryApplier) apply(_ context.Context, _ store.Tx, b *batch) (map[string]outcome, int64, error) {
-	out := orMake(b.out, len(b.order))
+func (a *dryApplier) apply(_ context.Context, _ store.Tx, b *batch) ([]outcome, int64, error) {
+	out := slices.Grow(b.out[:0], len(b.order))[:len(b.order)]
 	var settled int64
 	b.sim = map[string]Local{}
-	for _, id := range b.order {
+	for i, id := range b.order {
 		before := b.rows[id]
-		after, applied, ins := Simulate(before, *b.plans[id])
-		out[id] = outcome{after, applied, ins}
+		after, applied, ins := Simulate(before, b.planBuf[i])
+		out[i] = outcome{after, applied, ins}
 		if after != before {
 			b.sim[id] = after
 		}
@@ -469,11 +470,12 @@ func (a *dryApplier) loadCarry(_ context.Context, _ store.Tx, ids []string) (map
 
 // packCarry keeps nothing: the dry applier carries in memory once the batch
 // committed.
-func (a *dryApplier) packCarry(map[string]*carried, map[string]*carried) {}
-func (a *dryApplier) saveCarry(context.Context, store.Tx) error          { return nil }
+func (a *dryApplier) packCarry([]string, []*carried, map[string]*carried) {}
+func (a *dryApplier) saveCarry(context.Context, store.Tx) error           { return nil }
 
 func (a *dryApplier) committed(b *batch) {
-	for id, cr := range b.next {
+	for i, cr := range b.next {
+		id := b.order[i]
 		if cr == nil {
 			delete(a.carry, id)
 		} else {

@@ -36,11 +36,11 @@ type batch struct {
 	befores []Local
 
 	// apply
-	out map[string]outcome
+	out []outcome        // by position in order
 	sim map[string]Local // the dry applier's rows after the batch
 
 	// record
-	next   map[string]*carried // the carried state after the batch
+	next   []*carried // the carried state after the batch, by position in order (nil: none)
 	counts counts
 
 	sizes   map[string]int // newBatch's count of each payment's facts
@@ -58,12 +58,12 @@ func (b *batch) spare() *batch {
 	clear(b.byID)
 	clear(b.rows)
 	clear(b.plans)
-	clear(b.out)
-	clear(b.next)
+	clear(b.out)  // drops what the old outcomes point to
+	clear(b.next) // drops what the old carried states point to
 	clear(b.sizes)
 	clear(b.planBuf) // drops what the old plans point to
 	clear(b.befores) // drops what the old rows point to
-	return &batch{byID: b.byID, rows: b.rows, plans: b.plans, out: b.out, next: b.next,
+	return &batch{byID: b.byID, rows: b.rows, plans: b.plans, out: b.out[:0], next: b.next[:0],
 		sizes: b.sizes, planBuf: b.planBuf[:0], order: b.order[:0],
 		hashes: b.hashes[:0], wasSeen: b.wasSeen[:0], seenAt: b.seenAt[:0], befores: b.befores[:0]}
 }
@@ -223,7 +223,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	c := &b.counts
 	c.Events = int64(len(b.page.Events))
-	b.next = orMake(b.next, len(b.order))
+	b.next = slices.Grow(b.next[:0], len(b.order))[:len(b.order)]
 	var items, replace []store.Item
 	var rewrite []string // payments whose earlier items this batch deletes
 	// The events' insert, the batch's largest statement whenever webhooks
@@ -233,7 +233,7 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	// waits for it first: the transaction is not the job's again before.
 	inserted := e.insertEvents(ctx, tx, b)
 	for i, id := range b.order {
-		o, pl, prev := b.out[id], b.planBuf[i], b.prev[id]
+		o, pl, prev := b.out[i], b.planBuf[i], b.prev[id]
 		// A value until it is carried: most payments of a night are not
 		// (a rerun's none), and each was an allocation with its steps'
 		// copy (issue 16).
@@ -303,9 +303,9 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 			}
 			kept := new(carried)
 			*kept = cr
-			b.next[id] = kept
+			b.next[i] = kept
 		} else {
-			b.next[id] = nil
+			b.next[i] = nil
 		}
 	}
 	examined, drifted := int64(len(e.seen)), e.drifted
@@ -316,12 +316,12 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 		if prev := b.prev[id]; prev != nil && prev.drifted {
 			drifted--
 		}
-		if cr := b.next[id]; cr != nil && cr.drifted {
+		if cr := b.next[i]; cr != nil && cr.drifted {
 			drifted++
 		}
 	}
 	c.Examined, c.InSync = examined, examined-drifted
-	e.ap.packCarry(b.next, b.prev)
+	e.ap.packCarry(b.order, b.next, b.prev)
 	var err error
 	if c.Synthetic, err = inserted(); err != nil {
 		return err
@@ -357,8 +357,8 @@ func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 // returns, the caller sends nothing on tx.
 func (e *engine) insertEvents(ctx context.Context, tx store.Tx, b *batch) func() (int64, error) {
 	recon := map[string]store.Event{}
-	for _, id := range b.order {
-		for _, s := range b.out[id].applied {
+	for i, id := range b.order {
+		for _, s := range b.out[i].applied {
 			for _, ch := range b.byID[id] {
 				if ch.EventID == s.EventID && ch.Payload != nil {
 					recon[ch.EventID] = store.Event{EventID: ch.EventID, EventType: ch.EventType, Payload: ch.Payload}
@@ -404,7 +404,7 @@ func (e *engine) committed(b *batch) {
 	// record gave every payment of the batch its entry in b.next (nil when
 	// nothing is carried).
 	for i, id := range b.order {
-		cr := b.next[id]
+		cr := b.next[i]
 		if prev := b.prev[id]; prev != nil && prev.drifted {
 			e.drifted--
 		}

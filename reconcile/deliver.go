@@ -40,7 +40,7 @@ func newDeliverApplier(provider string, runID int64) *deliverApplier {
 	return &deliverApplier{dryApplier: newDryApplier(provider), runID: runID}
 }
 
-func (a *deliverApplier) apply(ctx context.Context, tx store.Tx, b *batch) (map[string]outcome, int64, error) {
+func (a *deliverApplier) apply(ctx context.Context, tx store.Tx, b *batch) ([]outcome, int64, error) {
 	out, _, err := a.dryApplier.apply(ctx, tx, b)
 	return out, 0, err // no settlement is recorded: the worker records it
 }

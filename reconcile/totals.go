@@ -167,10 +167,7 @@ func (e *engine) count(b *batch) {
 		return
 	}
 	for i, id := range b.order {
-		o, ok := b.out[id]
-		if !ok {
-			continue
-		}
+		o := b.out[i]
 		// The rows side is the row as it is: after the batch in a real
 		// run, unchanged in a dry run or one that delivers.
 		row := o.after
