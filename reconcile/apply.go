@@ -92,8 +92,8 @@ func localOf(r store.Payment) Local {
 
 func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) ([]outcome, int64, error) {
 	var inserts []store.NewPayment
-	for _, id := range b.order {
-		if pl := b.plans[id]; !b.rows[id].Exists && pl.Creatable() {
+	for i, id := range b.order {
+		if pl := &b.planBuf[i]; !b.rows[id].Exists && pl.Creatable() {
 			r := store.NewPayment{ProviderID: id, State: pl.Latest.To, At: pl.Latest.At,
 				Amount: pl.Amount, Currency: pl.Currency, AmountRefunded: pl.RefundTo}
 			if s := pl.Settlement; s != nil {
@@ -123,12 +123,12 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) ([]outcom
 	// permanent (rows only move forward), so only the new part of the chain
 	// can move a row.
 	todo := make(map[string][]Step, len(b.order))
-	for _, id := range b.order {
+	for i, id := range b.order {
 		if inserted[id] {
 			continue
 		}
 		row := b.rows[id]
-		for _, st := range b.plans[id].Steps {
+		for _, st := range b.planBuf[i].Steps {
 			// A step to a state the row as loaded cannot reach is not sent:
 			// the guard refuses it now, and rows only move forward, so no
 			// writer racing this batch can make it pass (a rerun sent every
@@ -169,7 +169,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) ([]outcom
 	for round := 0; ; round++ {
 		var steps []store.Step
 		sent := map[string]*store.Settlement{} // the settlements this round's steps carry
-		for _, id := range b.order {
+		for i, id := range b.order {
 			if round < len(todo[id]) {
 				s := todo[id][round]
 				st := store.Step{ProviderID: id, To: s.To, At: s.At, Refund: s.AmountRefunded}
@@ -179,7 +179,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) ([]outcom
 					// row twice, a new row version each (16,583 on an
 					// empty schema's month; issue 16). Below, the row the
 					// step returns says whether the settlement is left.
-					if s := b.plans[id].Settlement; s != nil && settlementChanges(b.rows[id], s.At, s.PayoutID) {
+					if s := b.planBuf[i].Settlement; s != nil && settlementChanges(b.rows[id], s.At, s.PayoutID) {
 						st.Settled = &store.Settlement{ProviderID: id, At: s.At, PayoutID: s.PayoutID}
 						sent[id] = st.Settled
 					}
@@ -209,8 +209,8 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) ([]outcom
 	var refunds []store.Refund
 	var settles []store.Settlement
 	var captures []store.Capture
-	for _, id := range b.order {
-		pl := b.plans[id]
+	for i, id := range b.order {
+		pl := &b.planBuf[i]
 		if inserted[id] {
 			continue
 		}
@@ -279,7 +279,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) ([]outcom
 			o.after = after[id]
 		}
 		if o.inserted {
-			o.applied = []Step{*b.plans[id].Latest}
+			o.applied = []Step{*b.planBuf[i].Latest}
 		}
 		out[i] = o
 	}

@@ -21,9 +21,8 @@ type batch struct {
 	order []string // payment ids, sorted: a fixed lock order
 
 	// plan
-	rows  map[string]Local    // the rows as loaded
-	prev  map[string]*carried // what earlier batches carried
-	plans map[string]*Plan    // into one array: a Plan is stored apart from a map's slot
+	rows map[string]Local    // the rows as loaded
+	prev map[string]*carried // what earlier batches carried
 
 	// By position in order, for the loops over it (issue 16: a rerun's
 	// batch looked each payment up in the run's seen set five times, and
@@ -44,7 +43,7 @@ type batch struct {
 	counts counts
 
 	sizes   map[string]int // newBatch's count of each payment's facts
-	planBuf []Plan         // the array b.plans points into
+	planBuf []Plan         // each payment's plan, by position in order
 }
 
 // spare is what a committed batch leaves the next: its maps, cleared but
@@ -57,13 +56,12 @@ type batch struct {
 func (b *batch) spare() *batch {
 	clear(b.byID)
 	clear(b.rows)
-	clear(b.plans)
 	clear(b.out)  // drops what the old outcomes point to
 	clear(b.next) // drops what the old carried states point to
 	clear(b.sizes)
 	clear(b.planBuf) // drops what the old plans point to
 	clear(b.befores) // drops what the old rows point to
-	return &batch{byID: b.byID, rows: b.rows, plans: b.plans, out: b.out[:0], next: b.next[:0],
+	return &batch{byID: b.byID, rows: b.rows, out: b.out[:0], next: b.next[:0],
 		sizes: b.sizes, planBuf: b.planBuf[:0], order: b.order[:0],
 		hashes: b.hashes[:0], wasSeen: b.wasSeen[:0], seenAt: b.seenAt[:0], befores: b.befores[:0]}
 }
@@ -186,7 +184,6 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 	if b.prev, err = e.ap.loadCarry(ctx, tx, want); err != nil {
 		return err
 	}
-	b.plans = orMake(b.plans, len(b.order))
 	b.befores = slices.Grow(b.befores[:0], n)[:n]
 	b.planBuf = slices.Grow(b.planBuf[:0], len(b.order))[:len(b.order)]
 	plans := b.planBuf
@@ -213,7 +210,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 			}
 		}
 		plans[i] = pl
-		b.plans[id], b.befores[i] = &plans[i], before
+		b.befores[i] = before
 	}
 	return nil
 }
