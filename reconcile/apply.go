@@ -272,7 +272,7 @@ func (a *sqlApplier) apply(ctx context.Context, tx store.Tx, b *batch) ([]outcom
 		after[r.ProviderID] = localOf(r)
 	}
 	settled := settledByStep + int64(len(settledRows))
-	out := slices.Grow(b.out[:0], len(b.order))[:len(b.order)]
+	out := sized(b.out, len(b.order))
 	for i, id := range b.order {
 		o := outcome{after: b.rows[id], applied: applied[id], inserted: inserted[id]}
 		if touched[id] || inserted[id] {
@@ -433,7 +433,7 @@ func (a *dryApplier) load(ctx context.Context, tx store.Tx, ids []string, into m
 }
 
 func (a *dryApplier) apply(_ context.Context, _ store.Tx, b *batch) ([]outcome, int64, error) {
-	out := slices.Grow(b.out[:0], len(b.order))[:len(b.order)]
+	out := sized(b.out, len(b.order))
 	var settled int64
 	b.sim = map[string]Local{}
 	for i, id := range b.order {

@@ -66,6 +66,10 @@ func (b *batch) spare() *batch {
 		hashes: b.hashes[:0], wasSeen: b.wasSeen[:0], seenAt: b.seenAt[:0], befores: b.befores[:0]}
 }
 
+// sized returns s resliced to n elements, grown when its capacity is less:
+// a batch's per-position slices reuse the last batch's arrays (spare).
+func sized[T any](s []T, n int) []T { return slices.Grow(s[:0], n)[:n] }
+
 // orMake returns m, or a new map for n entries when m is nil.
 func orMake[V any](m map[string]V, n int) map[string]V {
 	if m == nil {
@@ -169,9 +173,9 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 		return err
 	}
 	n := len(b.order)
-	b.hashes = slices.Grow(b.hashes[:0], n)[:n]
-	b.wasSeen = slices.Grow(b.wasSeen[:0], n)[:n]
-	b.seenAt = slices.Grow(b.seenAt[:0], n)[:n]
+	b.hashes = sized(b.hashes, n)
+	b.wasSeen = sized(b.wasSeen, n)
+	b.seenAt = sized(b.seenAt, n)
 	var want []string
 	for i, id := range b.order {
 		h := IDHash(id)
@@ -184,8 +188,8 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 	if b.prev, err = e.ap.loadCarry(ctx, tx, want); err != nil {
 		return err
 	}
-	b.befores = slices.Grow(b.befores[:0], n)[:n]
-	b.planBuf = slices.Grow(b.planBuf[:0], len(b.order))[:len(b.order)]
+	b.befores = sized(b.befores, n)
+	b.planBuf = sized(b.planBuf, len(b.order))
 	plans := b.planBuf
 	e.dec.newArrays(len(b.page.Changes) + len(b.page.Changes)/4)
 	for i, id := range b.order {
@@ -220,7 +224,7 @@ func (e *engine) plan(ctx context.Context, tx store.Tx, b *batch) error {
 func (e *engine) record(ctx context.Context, tx store.Tx, b *batch) error {
 	c := &b.counts
 	c.Events = int64(len(b.page.Events))
-	b.next = slices.Grow(b.next[:0], len(b.order))[:len(b.order)]
+	b.next = sized(b.next, len(b.order))
 	var items, replace []store.Item
 	var rewrite []string // payments whose earlier items this batch deletes
 	// The events' insert, the batch's largest statement whenever webhooks
