@@ -437,7 +437,10 @@ func (e *engine) committed(b *batch) {
 		e.o.Progress(Progress{RunID: e.run.ID, EventsRead: e.total.Events, Examined: e.total.Examined,
 			Repaired: e.total.Repaired, Refused: e.total.Refused, Requests: e.o.Provider.Requests(), Elapsed: e.clock.Now().Sub(e.start)})
 	}
-	e.log.Debug("batch written", "payments", len(b.order), "events", len(b.page.Events), "repaired", b.counts.Repaired, "refused", b.counts.Refused)
+	// The run's totals so far: a batch's own counts are changes to them,
+	// negative when a payment's earlier item moved from refused to repaired.
+	e.log.Debug("batch written", "payments", len(b.order), "events", len(b.page.Events),
+		"repaired_so_far", e.total.Repaired, "refused_so_far", e.total.Refused)
 }
 
 // describe adds the payment's amounts to an item, for the report.
