@@ -20,6 +20,10 @@ import (
 // metrics are a benchmark's reported values by unit, one per run.
 type metrics map[string][]float64
 
+// failed are the benchmarks whose run failed (go test's "--- FAIL: Name"
+// lines), in the order they came.
+var failed []string
+
 func parse(r io.Reader) (map[string]metrics, []string) {
 	out := map[string]metrics{}
 	var order []string
@@ -27,6 +31,10 @@ func parse(r io.Reader) (map[string]metrics, []string) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "--- FAIL: "); ok {
+			failed = append(failed, strings.Fields(name)[0])
+			continue
+		}
 		f := strings.Fields(sc.Text())
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
@@ -133,6 +141,12 @@ func main() {
 			parts = append(parts, fmt.Sprintf("%.4g %s", median(res[name][u]), u))
 		}
 		fmt.Printf("  %s: %s\n", name, strings.Join(parts, ", "))
+	}
+	if len(failed) > 0 {
+		// make's shell has no pipefail: the benchmarks' own exit statuses
+		// are lost in `| tee`, so a failed benchmark fails make bench here.
+		fmt.Printf("\nFAILED: %s (see their output above)\n", strings.Join(failed, ", "))
+		os.Exit(1)
 	}
 }
 

@@ -49,3 +49,20 @@ func TestLinearDemo(t *testing.T) {
 		t.Fatalf("no demo runs:\n%s", out)
 	}
 }
+
+// TestFailedBenchmarksAreNamed: a benchmark that failed (its FAIL line in
+// the output make bench tees) is named, so that main can fail make bench.
+func TestFailedBenchmarksAreNamed(t *testing.T) {
+	failed = nil
+	t.Cleanup(func() { failed = nil })
+	out := sample + "--- FAIL: BenchmarkRun\n    bench_test.go:38: ERROR: cannot truncate\nFAIL\n--- FAIL: BenchmarkMonth/empty (1.2s)\n"
+	parse(strings.NewReader(out))
+	if got := strings.Join(failed, ","); got != "BenchmarkRun,BenchmarkMonth/empty" {
+		t.Fatalf("failed benchmarks: %q", got)
+	}
+	failed = nil
+	parse(strings.NewReader(sample))
+	if len(failed) != 0 {
+		t.Fatalf("a clean run named failures: %v", failed)
+	}
+}
