@@ -378,9 +378,18 @@ func gcMetamorphicCreditor(t *testing.T, srv *gcfake.Server) []gcCrafted {
 }
 
 // provider reads the creditor pageSize events a page (0: GoCardless's 500).
+// Below 50 events a page it holds at most 40 pages of the window's events
+// at once, so the variants with small batches read the window in slices of
+// its time (gocardless.Config.Hold: 1,000, 280 and 40 events at batch
+// sizes 25, 7 and 1), while those with larger batches, the first among
+// them, read it whole: the variants also compare slices with the whole.
 func (e *gcMetaEnv) provider(pageSize int) *gocardless.Provider {
+	hold := 40 * pageSize
+	if pageSize == 0 || pageSize >= 50 {
+		hold = 1 << 20
+	}
 	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_metamorphic", BaseURL: e.url, MaxRetries: 10, PageSize: pageSize,
-		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+		Hold: hold, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	require.NoError(e.t, err)
 	return p
 }

@@ -92,6 +92,9 @@ var targets = []target{
 	{"peak RSS MiB, 10,000 events", "BenchmarkEndToEnd/events=10000", "peakRSS_MiB", 100, false},
 	{"peak RSS MiB, 100,000 events", "BenchmarkEndToEnd/events=100000", "peakRSS_MiB", 100, false},
 	{"peak RSS MiB, 1,000,000 events", "BenchmarkEndToEnd/events=1000000", "peakRSS_MiB", 100, false},
+	{"peak RSS MiB, GoCardless, 10,000 events", "BenchmarkEndToEndGoCardless/events=10000", "peakRSS_MiB", 100, false},
+	{"peak RSS MiB, GoCardless, 100,000 events", "BenchmarkEndToEndGoCardless/events=100000", "peakRSS_MiB", 100, false},
+	{"peak RSS MiB, GoCardless, 1,000,000 events", "BenchmarkEndToEndGoCardless/events=1000000", "peakRSS_MiB", 100, false},
 	{"database round trips per payment", "BenchmarkEndToEnd/events=100000", "roundtrips/payment", 0.1, false},
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"sync"
 
@@ -202,12 +201,7 @@ func (p *Provider) chainState(ctx context.Context, id string) (models.State, err
 		}
 		q.Set("after", *pg.Meta.Cursors.After)
 	}
-	sort.SliceStable(items, func(i, j int) bool {
-		if !items[i].ev.At.Equal(items[j].ev.At) {
-			return items[i].ev.At.Before(items[j].ev.At)
-		}
-		return items[i].ev.ID < items[j].ev.ID
-	})
+	sortItems(items)
 	retryFacts(items)
 	st := models.StateNone
 	for _, it := range items {

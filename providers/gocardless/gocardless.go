@@ -13,12 +13,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/reconciler/reconciler/internal/retry"
-	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/transport"
 	"github.com/reconciler/reconciler/reconcile"
 )
@@ -62,6 +60,10 @@ type Config struct {
 	Timeout           time.Duration // per attempt of an HTTP request; DefaultTimeout when 0
 	RequestDeadline   time.Duration // per request, all attempts and waits; DefaultRequestDeadline when 0
 	PageSize          int           // events per list request, at most 500
+	// Hold is how many of a window's events the event path holds at once
+	// (ListChanges); 0 = DefaultHold. A window with more is read in slices
+	// of its time.
+	Hold int
 	// Retention is how long the event log is kept; 0 when unknown, so no
 	// window is clamped.
 	Retention time.Duration
@@ -73,11 +75,15 @@ type Config struct {
 
 // Provider reads one GoCardless creditor.
 type Provider struct {
-	c         *http.Client
-	tr        *transport.Transport
-	base      string
-	token     string
-	page      int
+	c     *http.Client
+	tr    *transport.Transport
+	base  string
+	token string
+	page  int
+	hold  int
+	// held, when set (tests), is told of each slice of a window the event
+	// path delivered: its bounds and how many events it held.
+	held      func(from, end time.Time, n int)
 	retention time.Duration
 	log       *slog.Logger
 }
@@ -105,6 +111,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = DefaultHold
+	}
 	tr := transport.New(transport.Options{
 		RequestsPerSecond:  cfg.RequestsPerSecond,
 		MaxRetries:         cfg.MaxRetries,
@@ -120,7 +129,7 @@ func New(cfg Config) (*Provider, error) {
 	// together and hide why they failed; the transport bounds each attempt
 	// (Timeout) and the request (RequestDeadline).
 	return &Provider{c: &http.Client{Transport: tr}, tr: tr, base: strings.TrimRight(cfg.BaseURL, "/"),
-		token: cfg.AccessToken, page: cfg.PageSize, retention: cfg.Retention, log: cfg.Logger}, nil
+		token: cfg.AccessToken, page: cfg.PageSize, hold: cfg.Hold, retention: cfg.Retention, log: cfg.Logger}, nil
 }
 
 // Name implements reconcile.Provider.
@@ -346,151 +355,19 @@ type eventsPage struct {
 
 // msCeil rounds t up to the millisecond: GoCardless times are milliseconds,
 // so [since, until) in milliseconds is [ceil(since), ceil(until)).
-func msCeil(t time.Time) string {
+func msCeil(t time.Time) string { return msFormat(ceilMS(t)) }
+
+// ceilMS is t rounded up to the millisecond, in UTC.
+func ceilMS(t time.Time) time.Time {
 	tr := t.Truncate(time.Millisecond)
 	if tr.Before(t) {
 		tr = tr.Add(time.Millisecond)
 	}
-	return tr.UTC().Format("2006-01-02T15:04:05.000Z")
+	return tr.UTC()
 }
 
-type item struct {
-	ev      reconcile.Event
-	changes []reconcile.Change
-}
-
-// ListChanges implements reconcile.Provider. GoCardless lists newest first
-// and carries no snapshots, so the window's events (payments and refunds)
-// are collected, then delivered oldest first: memory grows with the
-// window's events (about 1 KiB each), which Direct Debit volumes allow.
-func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn func(reconcile.Page) error) error {
-	var items []item
-	flagged := map[string]bool{}
-	for _, rt := range []string{"payments", "refunds", "creditors"} {
-		q := url.Values{}
-		q.Set("resource_type", rt)
-		if rt != "creditors" {
-			q.Set("include", strings.TrimSuffix(rt, "s"))
-		}
-		q.Set("created_at[gte]", msCeil(lp.Since))
-		q.Set("created_at[lt]", msCeil(lp.Until))
-		q.Set("limit", fmt.Sprint(p.page))
-		refundPayments := map[string]bool{}
-		var refundItems []int
-		for {
-			var pg eventsPage
-			if err := p.get(ctx, "/events", q, &pg); err != nil {
-				if rt == "creditors" && unsupported(err) {
-					// Only payouts that bounce are read from creditor events.
-					p.log.Warn("gocardless did not list creditor events; payouts that bounced are left to verify", "error", err)
-					break
-				}
-				return fmt.Errorf("list gocardless %s events: %w", rt, err)
-			}
-			linked := map[string]Payment{}
-			for _, pm := range pg.Linked.Payments {
-				linked[pm.ID] = pm
-			}
-			refunds := map[string]Refund{}
-			for _, r := range pg.Linked.Refunds {
-				refunds[r.ID] = r
-			}
-			for _, raw := range pg.Events {
-				var ev Event
-				if err := json.Unmarshal(raw, &ev); err != nil {
-					return fmt.Errorf("decode gocardless event: %w", err)
-				}
-				it := item{ev: reconcile.Event{ID: ev.ID, Type: ev.ResourceType + "." + ev.Action, At: ev.CreatedAt.UTC(), Payload: raw}}
-				switch rt {
-				case "payments":
-					pm, ok := linked[ev.Links.Payment]
-					it.changes = paymentEventChanges(ev, pm, ok, flagged)
-				case "refunds":
-					r := refunds[ev.Links.Refund]
-					pid := r.Links.Payment
-					if pid == "" {
-						pid = ev.Links.Payment
-					}
-					c, total := refundEventChange(ev, r, pid)
-					if c.ProviderID != "" {
-						it.changes = []reconcile.Change{c}
-						if total {
-							refundPayments[pid] = true
-							refundItems = append(refundItems, len(items))
-						}
-					}
-				case "creditors":
-					cs, err := p.bouncedPayout(ctx, ev, lp.Since)
-					if err != nil {
-						return err
-					}
-					it.changes = cs
-				}
-				items = append(items, it)
-			}
-			if pg.Meta.Cursors.After == nil || *pg.Meta.Cursors.After == "" || len(pg.Events) == 0 {
-				break
-			}
-			q.Set("after", *pg.Meta.Cursors.After)
-		}
-		if len(refundPayments) > 0 {
-			// Refund events do not carry the payment's total refunded: read
-			// each refunded payment once (refunds are rare).
-			totals := map[string]Payment{}
-			for pid := range refundPayments {
-				var r struct {
-					Payments Payment `json:"payments"`
-				}
-				if err := p.get(ctx, "/payments/"+url.PathEscape(pid), nil, &r); err != nil {
-					return fmt.Errorf("get gocardless payment %s: %w", pid, err)
-				}
-				totals[pid] = r.Payments
-			}
-			for _, i := range refundItems {
-				for k, c := range items[i].changes {
-					pm := totals[c.ProviderID]
-					// GoCardless raises amount_refunded when a refund is
-					// created, not when it is paid: the payment's total is
-					// GoCardless's own, read as of now (a current view).
-					c.AmountRefunded, c.Amount, c.Currency = pm.AmountRefunded, pm.Amount, strings.ToLower(pm.Currency)
-					if pm.Amount > 0 && pm.AmountRefunded >= pm.Amount {
-						c.State = models.StateRefunded
-					}
-					items[i].changes[k] = c
-				}
-			}
-		}
-	}
-	sort.SliceStable(items, func(i, j int) bool {
-		if !items[i].ev.At.Equal(items[j].ev.At) {
-			return items[i].ev.At.Before(items[j].ev.At)
-		}
-		return items[i].ev.ID < items[j].ev.ID
-	})
-	retryFacts(items)
-	var page reconcile.Page
-	for _, it := range items {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if lp.After != "" && !after(it.ev, lp.AfterAt, lp.After) {
-			continue // committed by the run this one resumes
-		}
-		page.Events = append(page.Events, it.ev)
-		page.Changes = append(page.Changes, it.changes...)
-		page.Cursor, page.CursorAt = it.ev.ID, it.ev.At
-		if len(page.Events) >= p.page {
-			if err := fn(page); err != nil {
-				return err
-			}
-			page = reconcile.Page{}
-		}
-	}
-	if len(page.Events) > 0 {
-		return fn(page)
-	}
-	return nil
-}
+// msFormat writes a time as GoCardless's filters take it, in milliseconds.
+func msFormat(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // after reports whether ev comes after (at, id) in the delivery order.
 func after(ev reconcile.Event, at time.Time, id string) bool {

@@ -2,6 +2,7 @@ package gocardless
 
 import (
 	"encoding/json"
+	"sort"
 	"strings"
 	"time"
 
@@ -167,14 +168,36 @@ func resubmission(base reconcile.Change, retried bool) reconcile.Change {
 // final (failed) unless GoCardless retries that failure. Facts with no
 // failure before them in the window keep their own mapping (a
 // resubmission by its details.cause; late_failure_settled → failed).
-//
-// A normal resubmission reports a local failed row only when nothing later
-// in the window fails the payment again: a retry that failed finally ends
-// failed rightly (whether the engine reads RevertOnlyFrom before or after
-// its write).
+// items are sorted (sortItems) and are the whole window; ListChanges,
+// which reads a window in slices, runs the two passes itself.
 func retryFacts(items []item) {
-	retryFailures(items)
+	retryFailures(items, map[string]int{})
+	judgeResubmissions(items)
+}
+
+// sortItems sorts items in the order they are delivered: created_at, then
+// id.
+func sortItems(items []item) {
+	sort.SliceStable(items, func(i, j int) bool {
+		if !items[i].ev.At.Equal(items[j].ev.At) {
+			return items[i].ev.At.Before(items[j].ev.At)
+		}
+		return items[i].ev.ID < items[j].ev.ID
+	})
+}
+
+// factAt is a change by position: items[i].changes[k].
+type factAt struct{ i, k int }
+
+// judgeResubmissions is retryFacts's backward pass. A normal resubmission
+// reports a local failed row only when nothing later in the window fails
+// the payment again: a retry that failed finally ends failed rightly
+// (whether the engine reads RevertOnlyFrom before or after its write). It
+// clears the report of those that something later in items fails, and
+// returns the others, whose answer lies after items.
+func judgeResubmissions(items []item) []factAt {
 	failedLater := map[string]bool{}
+	var open []factAt
 	for i := len(items) - 1; i >= 0; i-- {
 		for k := len(items[i].changes) - 1; k >= 0; k-- {
 			c := &items[i].changes[k]
@@ -182,21 +205,30 @@ func retryFacts(items []item) {
 			case c.Unknown || c.ProviderID == "":
 			case c.State == models.StateFailed:
 				failedLater[c.ProviderID] = true
-			case c.RawStatus == RawRetried && len(c.RevertOnlyFrom) > 0 && failedLater[c.ProviderID]:
-				c.Revert, c.RevertOnlyFrom = "", nil
+			case c.RawStatus == RawRetried && len(c.RevertOnlyFrom) > 0:
+				if failedLater[c.ProviderID] {
+					c.Revert, c.RevertOnlyFrom = "", nil
+				} else {
+					open = append(open, factAt{i, k})
+				}
 			}
 		}
 	}
+	return open
 }
 
-// retryFailures is retryFacts's forward pass.
-func retryFailures(items []item) {
-	const (
-		none = iota
-		willRetry
-		final
-	)
-	last := map[string]int{}
+// The kinds of a payment's latest failure (retryFailures).
+const (
+	noFailure = iota
+	failedWillRetry
+	failedFinally
+)
+
+// retryFailures is retryFacts's forward pass. last holds each payment's
+// latest failure before items (noFailure when absent) and is updated
+// through them, so that a window read in slices carries it from one slice
+// to the next.
+func retryFailures(items []item, last map[string]int) {
 	for i := range items {
 		for k := range items[i].changes {
 			c := &items[i].changes[k]
@@ -205,19 +237,19 @@ func retryFailures(items []item) {
 			}
 			switch c.EventType {
 			case "payments.failed":
-				last[c.ProviderID] = final
+				last[c.ProviderID] = failedFinally
 				if c.RawStatus == RawFailedWillRetry {
-					last[c.ProviderID] = willRetry
+					last[c.ProviderID] = failedWillRetry
 				}
 			case "payments.resubmission_requested":
 				switch last[c.ProviderID] {
-				case willRetry:
+				case failedWillRetry:
 					*c = resubmission(*c, true)
-				case final:
+				case failedFinally:
 					*c = resubmission(*c, false)
 				}
 			case "payments.late_failure_settled":
-				if last[c.ProviderID] == willRetry {
+				if last[c.ProviderID] == failedWillRetry {
 					c.State, c.RawStatus = models.StateNone, RawLateFailureSettledWillRetry
 				}
 			}

@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reconciler/reconciler/internal/pgtest"
+	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
+	"github.com/reconciler/reconciler/report"
+)
+
+// gcEventsPerPayment is what gcfake.Generate produces in the window on
+// average, payments created over its 30 days (measured: 2,659 payments,
+// 9,228 events).
+const gcEventsPerPayment = 3.47
+
+// BenchmarkEndToEndGoCardless is BenchmarkEndToEnd for GoCardless: a fresh
+// fake GoCardless account of about N events (payments created over the 30
+// days before now, gcfake.Generate's Bacs timelines), reconciled by the
+// built binary into an empty schema, pacing lifted. Sizes as
+// BenchmarkEndToEnd's ($BENCH_SIZES). It reports the events read a second,
+// the binary's own peak RSS and the requests per 100 events. DESIGN
+// section 9's memory bound (under 100 MiB from 10,000 to 1,000,000 events)
+// is the provider's as much as Stripe's.
+func BenchmarkEndToEndGoCardless(b *testing.B) {
+	for _, n := range benchSizes(b) {
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			b.StopTimer()
+			var r result
+			for range b.N {
+				r = runGoCardless(b, n)
+			}
+			report1(b, r)
+		})
+	}
+}
+
+// runGoCardless generates about events events into a fresh fake GoCardless
+// and runs the binary over the 31 days before now.
+func runGoCardless(b *testing.B, events int) result {
+	b.Helper()
+	db := pgtest.New(b)
+	now := time.Now().UTC()
+	fake := gcfake.New(gcfake.Options{Seed: 1})
+	url := fake.Start()
+	b.Cleanup(fake.Close)
+	payments := int(float64(events) / gcEventsPerPayment)
+	fake.Generate(gcfake.GenOptions{Payments: payments, Start: now.Add(-30 * 24 * time.Hour), End: now.Add(-time.Minute), Seed: 7})
+
+	cfg := filepath.Join(b.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("providers:\n  gocardless:\n    requests_per_second: 1000\nrun:\n  stuck_limit: -1\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "--config", cfg, "--since", now.Add(-31*24*time.Hour).Format(time.RFC3339), "--format", "json")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE=" + url}
+	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE", "RECONCILER_TRACE", "GOGC", "GOMEMLIMIT", "GODEBUG", "RECONCILER_LOG_LEVEL"} {
+		if v := os.Getenv(k); v != "" {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	b.StartTimer()
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	b.StopTimer()
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 4) {
+		b.Fatalf("run: %v\n%s", err, se.String())
+	}
+	var rep report.Report
+	if err := json.Unmarshal(so.Bytes(), &rep); err != nil {
+		b.Fatalf("%v\n%s", err, se.String())
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Provider != "gocardless" {
+		b.Fatalf("want one gocardless run, got %+v", rep.Runs)
+	}
+	res := result{wall: wall, run: rep.Runs[0]}
+	for _, line := range strings.Split(se.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		switch m["msg"] {
+		case "run finished":
+			res.roundTrips, _ = m["db_round_trips"].(float64)
+		case "process":
+			mib, _ := m["peak_rss_mib"].(float64)
+			res.maxRSSKiB = int64(mib * 1024)
+		}
+	}
+	return res
+}

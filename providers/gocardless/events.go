@@ -1,0 +1,556 @@
+package gocardless
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// DefaultHold is how many of a window's events the event path holds at
+// once: about 1 KiB each, so about 10 MiB.
+const DefaultHold = 10_000
+
+// totalsKept bounds the refunded payments whose totals a window keeps
+// between its slices (refunds are rare; past it, a payment is read again).
+const totalsKept = 4096
+
+// errOverflow stops a slice's reading once it holds more than the hold.
+var errOverflow = errors.New("gocardless: the slice holds more events than the hold")
+
+// pageError is the failure of a list request (eachPage), told apart from
+// what the reader of its pages returned.
+type pageError struct{ err error }
+
+func (e pageError) Error() string { return e.err.Error() }
+func (e pageError) Unwrap() error { return e.err }
+
+// eachPage reads the cursor-paginated list of events q selects, handing
+// each page to fn, until the last page or fn's error.
+func (p *Provider) eachPage(ctx context.Context, q url.Values, fn func(*eventsPage) error) error {
+	for {
+		var pg eventsPage
+		if err := p.get(ctx, "/events", q, &pg); err != nil {
+			return pageError{err}
+		}
+		if err := fn(&pg); err != nil {
+			return err
+		}
+		if !more(&pg) {
+			return nil
+		}
+		q.Set("after", *pg.Meta.Cursors.After)
+	}
+}
+
+type item struct {
+	ev      reconcile.Event
+	changes []reconcile.Change
+}
+
+// position is where an event sits in the order the window is delivered in:
+// created_at, then id.
+type position struct {
+	at time.Time
+	id string
+}
+
+func (a position) after(b position) bool {
+	if !a.at.Equal(b.at) {
+		return a.at.After(b.at)
+	}
+	return a.id > b.id
+}
+
+// window is what the slices of one window share.
+type window struct {
+	// since is the window's start, as asked (a bounced payout is looked up
+	// from it, whatever the slice).
+	since time.Time
+	// flagged are the payments whose unknown current status was reported
+	// (once a window).
+	flagged map[string]bool
+	// last is each payment's latest failure so far (retryFailures).
+	last map[string]int
+	// totals are refunded payments read for their amount_refunded.
+	totals map[string]Payment
+	// failedAfter is, for each payment that fails finally after the slice
+	// that first needed to know, the position of its latest such failure
+	// (failuresAfter); nil until then.
+	failedAfter map[string]position
+	// known are the stretches ahead whose payment events' times a slice
+	// given up read (learn), in order.
+	known []known
+}
+
+// ListChanges implements reconcile.Provider. GoCardless lists newest first
+// and its events carry no snapshots. The window's events (payments,
+// refunds and creditors) are read slice of time by slice of time, each
+// slice whole, then delivered oldest first. A slice holds at most the
+// provider's hold of events (DefaultHold): the whole window when it has no
+// more (one slice, as before slices existed), else consecutive slices whose
+// length follows the events' density; a slice that turns out to hold more
+// is given up and read again in shorter slices, cut where what it read
+// says (learn, plan). So memory stays flat however large the window, but
+// for the events of one millisecond, which are never split
+// (docs/providers/gocardless.md, "A large window, read in slices").
+//
+// What a payment's facts mean may depend on facts later in the window (a
+// resubmission after a failure is judged by whether the payment fails
+// again): when a slice has such a fact, the failures of the rest of the
+// window are read once (failuresAfter), and the slices agree with one
+// reading of the whole window.
+func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn func(reconcile.Page) error) error {
+	w := &window{since: lp.Since, flagged: map[string]bool{}, last: map[string]int{}, totals: map[string]Payment{}}
+	from, to := ceilMS(lp.Since), ceilMS(lp.Until)
+	span := to.Sub(from)
+	var page reconcile.Page
+	for from.Before(to) {
+		end, profiled := w.plan(from, to, span, p.hold*3/4)
+		items, over, err := p.slice(ctx, from, end, w)
+		if err != nil {
+			return err
+		}
+		if over != nil {
+			span = w.learn(from, end, over, p.hold)
+			p.log.Debug("gocardless window slice too large; reading it in shorter slices",
+				"from", from, "until", end, "events", over.n, "next_span", span)
+			continue
+		}
+		if p.held != nil {
+			p.held(from, end, len(items))
+		}
+		sortItems(items)
+		if err := p.retryFacts(ctx, items, w, end, to); err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if lp.After != "" && !after(it.ev, lp.AfterAt, lp.After) {
+				continue // committed by the run this one resumes
+			}
+			page.Events = append(page.Events, it.ev)
+			page.Changes = append(page.Changes, it.changes...)
+			page.Cursor, page.CursorAt = it.ev.ID, it.ev.At
+			if len(page.Events) >= p.page {
+				if err := fn(page); err != nil {
+					return err
+				}
+				page = reconcile.Page{}
+			}
+		}
+		if !profiled {
+			// A slice cut by what a given-up slice read, an instant among
+			// them, says nothing new of the density.
+			span = longer(end.Sub(from), len(items), p.hold)
+		}
+		from = end
+	}
+	if len(page.Events) > 0 {
+		return fn(page)
+	}
+	return nil
+}
+
+// overflow is a slice that held more events than the hold: how many were
+// read before it was given up, and the times they spanned; and, when it
+// was given up while its payment events were read, their times in the
+// order read.
+type overflow struct {
+	n        int
+	lo, hi   time.Time
+	payments []time.Time
+}
+
+// known is a stretch [from, to) of the window whose payment events'
+// times are all known (ascending), learned from a slice given up: the next
+// slices through it are cut where they hold what they should.
+type known struct {
+	from, to time.Time
+	times    []time.Time
+	// instant: a millisecond read in part (how many events it holds is
+	// not known), a slice of its own.
+	instant bool
+}
+
+// plan is where the slice from `from` ends: from+span (at most to), cut
+// short where a known stretch begins. Inside a known stretch it ends where
+// the stretch's payment events reach target (an instant that holds more
+// is a slice of its own) or where the stretch ends, whatever span says;
+// profiled reports that case.
+func (w *window) plan(from, to time.Time, span time.Duration, target int) (end time.Time, profiled bool) {
+	for len(w.known) > 0 && !w.known[0].to.After(from) {
+		w.known = w.known[1:]
+	}
+	end = to
+	if span < to.Sub(from) {
+		end = from.Add(span)
+	}
+	if len(w.known) == 0 {
+		return end, false
+	}
+	if w.known[0].from.After(from) {
+		return minTime(end, w.known[0].from), false
+	}
+	if w.known[0].instant {
+		return w.known[0].to, true
+	}
+	// Through the known stretches that follow one another, until target
+	// payment events, an instant or a gap.
+	left := target
+	for n, k := range w.known {
+		if n > 0 && (k.instant || !k.from.Equal(w.known[n-1].to)) {
+			return w.known[n-1].to, true
+		}
+		i := sort.Search(len(k.times), func(j int) bool { return !k.times[j].Before(from) })
+		if i+left >= len(k.times) {
+			left -= len(k.times) - i
+			continue
+		}
+		if cut := k.times[i+left]; cut.After(from) {
+			return cut, true
+		}
+		return from.Add(time.Millisecond), true
+	}
+	return w.known[len(w.known)-1].to, true
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// maxKnown bounds the known stretches a window keeps (each at most a
+// hold's times).
+const maxKnown = 64
+
+// learn takes what a slice [from, end) given up read, and returns the
+// length of the next slice from `from`. GoCardless lists newest first:
+// when the payment events read came newest first, every payment event of
+// (lo, end) was read, lo being the oldest time read. Those times become a
+// known stretch; the instant lo (read in part) is one of its own; and the
+// next slice is [from, lo) at most, as long as three quarters of the hold
+// last at the density read. Otherwise (another order, or the refunds or
+// creditors gave it up) the slice is shortened by the density alone.
+func (w *window) learn(from, end time.Time, o *overflow, hold int) time.Duration {
+	prev := end.Sub(from)
+	desc := len(o.payments) > 0 && slices.IsSortedFunc(o.payments, func(a, b time.Time) int { return b.Compare(a) })
+	if !desc || len(w.known) >= maxKnown {
+		return o.shorter(prev, hold)
+	}
+	lo := o.payments[len(o.payments)-1]
+	var times []time.Time
+	for i := len(o.payments) - 1; i >= 0; i-- {
+		if o.payments[i].After(lo) {
+			times = append(times, o.payments[i])
+		}
+	}
+	// The instant lo may have been read in part: it is a slice of its own
+	// (one that holds more than the hold is held whole), after the unknown
+	// part [from, lo) and before the stretch.
+	next := lo.Add(time.Millisecond)
+	add := []known{{from: lo, to: next, instant: true}}
+	if next.Before(end) {
+		add = append(add, known{from: next, to: end, times: times})
+	}
+	// Stretches that [from, end) runs into (it was planned through them,
+	// yet its events passed the hold: they were not all there was) give
+	// way to the new ones; what the last of them knew beyond end is kept.
+	for len(w.known) > 0 && w.known[0].from.Before(end) {
+		k := w.known[0]
+		w.known = w.known[1:]
+		if k.to.After(end) && !k.instant {
+			rest := known{from: end, to: k.to}
+			for _, t := range k.times {
+				if !t.Before(end) {
+					rest.times = append(rest.times, t)
+				}
+			}
+			w.known = append([]known{rest}, w.known...)
+		}
+	}
+	w.known = append(add, w.known...)
+	if !lo.After(from) {
+		return time.Millisecond // the instant from comes next
+	}
+	seen := max(end.Sub(lo), time.Millisecond)
+	return clampSpan(time.Duration(float64(seen)*float64(hold*3/4)/float64(max(len(times), 1))), lo.Sub(from))
+}
+
+// shorter is the length of the slice that replaces one of length prev that
+// overflowed: what three quarters of the hold span at the density seen, at
+// most half of prev, at least a millisecond.
+func (o *overflow) shorter(prev time.Duration, hold int) time.Duration {
+	seen := max(o.hi.Sub(o.lo), time.Millisecond)
+	s := time.Duration(float64(seen) * float64(hold*3/4) / float64(o.n))
+	return clampSpan(s, prev/2)
+}
+
+// longer is the length of the slice after one of length prev that held n
+// events: what three quarters of the hold span at that density, at most
+// eight times prev.
+func longer(prev time.Duration, n, hold int) time.Duration {
+	if n == 0 {
+		return clampSpan(prev*8, prev*8)
+	}
+	return clampSpan(time.Duration(float64(prev)*float64(hold*3/4)/float64(n)), prev*8)
+}
+
+// clampSpan is s in whole milliseconds, between a millisecond and most.
+func clampSpan(s, most time.Duration) time.Duration {
+	s = min(s, most).Truncate(time.Millisecond)
+	return max(s, time.Millisecond)
+}
+
+// slice reads the events of [from, end): payments (with the linked
+// payment), refunds (with the linked refund, and each refunded payment's
+// total) and creditors (bounced payouts). It gives up, with an overflow
+// and no item, once it holds more than the hold and the slice can be
+// shortened.
+func (p *Provider) slice(ctx context.Context, from, end time.Time, w *window) ([]item, *overflow, error) {
+	var items []item
+	var flaggedNow []string
+	var lo, hi time.Time
+	var payments []time.Time // their times, in the order read
+	shortenable := end.Sub(from) > time.Millisecond
+	for _, rt := range []string{"payments", "refunds", "creditors"} {
+		q := url.Values{}
+		q.Set("resource_type", rt)
+		if rt != "creditors" {
+			q.Set("include", strings.TrimSuffix(rt, "s"))
+		}
+		q.Set("created_at[gte]", msFormat(from))
+		q.Set("created_at[lt]", msFormat(end))
+		q.Set("limit", fmt.Sprint(p.page))
+		refundPayments := map[string]bool{}
+		var refundItems []int
+		err := p.eachPage(ctx, q, func(pg *eventsPage) error {
+			linked := map[string]Payment{}
+			for _, pm := range pg.Linked.Payments {
+				linked[pm.ID] = pm
+			}
+			refunds := map[string]Refund{}
+			for _, r := range pg.Linked.Refunds {
+				refunds[r.ID] = r
+			}
+			for _, raw := range pg.Events {
+				var ev Event
+				if err := json.Unmarshal(raw, &ev); err != nil {
+					return fmt.Errorf("decode gocardless event: %w", err)
+				}
+				it := item{ev: reconcile.Event{ID: ev.ID, Type: ev.ResourceType + "." + ev.Action, At: ev.CreatedAt.UTC(), Payload: raw}}
+				switch rt {
+				case "payments":
+					payments = append(payments, it.ev.At)
+					pm, ok := linked[ev.Links.Payment]
+					was := w.flagged[ev.Links.Payment]
+					it.changes = paymentEventChanges(ev, pm, ok, w.flagged)
+					if !was && w.flagged[ev.Links.Payment] {
+						flaggedNow = append(flaggedNow, ev.Links.Payment)
+					}
+				case "refunds":
+					r := refunds[ev.Links.Refund]
+					pid := r.Links.Payment
+					if pid == "" {
+						pid = ev.Links.Payment
+					}
+					c, total := refundEventChange(ev, r, pid)
+					if c.ProviderID != "" {
+						it.changes = []reconcile.Change{c}
+						if total {
+							refundPayments[pid] = true
+							refundItems = append(refundItems, len(items))
+						}
+					}
+				case "creditors":
+					cs, err := p.bouncedPayout(ctx, ev, w.since)
+					if err != nil {
+						return err
+					}
+					it.changes = cs
+				}
+				if lo.IsZero() || it.ev.At.Before(lo) {
+					lo = it.ev.At
+				}
+				if it.ev.At.After(hi) {
+					hi = it.ev.At
+				}
+				items = append(items, it)
+			}
+			if shortenable && len(items) > p.hold {
+				return errOverflow
+			}
+			return nil
+		})
+		var pe pageError
+		switch {
+		case errors.Is(err, errOverflow):
+			// The unknown statuses flagged here are reported by the
+			// shorter slices instead.
+			for _, pid := range flaggedNow {
+				delete(w.flagged, pid)
+			}
+			o := &overflow{n: len(items), lo: lo, hi: hi}
+			if rt == "payments" {
+				o.payments = payments
+			}
+			return nil, o, nil
+		case errors.As(err, &pe) && rt == "creditors" && unsupported(pe.err):
+			// Only payouts that bounce are read from creditor events.
+			p.log.Warn("gocardless did not list creditor events; payouts that bounced are left to verify", "error", pe.err)
+		case errors.As(err, &pe):
+			return nil, nil, fmt.Errorf("list gocardless %s events: %w", rt, pe.err)
+		case err != nil:
+			return nil, nil, err
+		}
+		if err := p.refundTotals(ctx, items, refundPayments, refundItems, w); err != nil {
+			return nil, nil, err
+		}
+	}
+	return items, nil, nil
+}
+
+// more reports whether a list has pages after pg.
+func more(pg *eventsPage) bool {
+	return pg.Meta.Cursors.After != nil && *pg.Meta.Cursors.After != "" && len(pg.Events) > 0
+}
+
+// refundTotals sets the refunds' changes to their payments' totals: refund
+// events do not carry the payment's total refunded, so each refunded
+// payment is read once (refunds are rare; the window keeps the last
+// totalsKept it read).
+func (p *Provider) refundTotals(ctx context.Context, items []item, refunded map[string]bool, at []int, w *window) error {
+	for pid := range refunded {
+		if _, ok := w.totals[pid]; ok {
+			continue
+		}
+		var r struct {
+			Payments Payment `json:"payments"`
+		}
+		if err := p.get(ctx, "/payments/"+url.PathEscape(pid), nil, &r); err != nil {
+			return fmt.Errorf("get gocardless payment %s: %w", pid, err)
+		}
+		if len(w.totals) >= totalsKept {
+			clear(w.totals)
+		}
+		w.totals[pid] = r.Payments
+	}
+	for _, i := range at {
+		for k, c := range items[i].changes {
+			pm := w.totals[c.ProviderID]
+			// GoCardless raises amount_refunded when a refund is created,
+			// not when it is paid: the payment's total is GoCardless's own,
+			// read as of now (a current view).
+			c.AmountRefunded, c.Amount, c.Currency = pm.AmountRefunded, pm.Amount, strings.ToLower(pm.Currency)
+			if pm.Amount > 0 && pm.AmountRefunded >= pm.Amount {
+				c.State = models.StateRefunded
+			}
+			items[i].changes[k] = c
+		}
+	}
+	return nil
+}
+
+// retryFacts runs retryFacts's two passes over a slice (sorted), the
+// slices before it carried in w.last. A normal resubmission whose answer
+// lies after the slice (judgeResubmissions) is judged by the window's
+// failures after it (failuresAfter), read the first time a slice that is
+// not the window's last has one.
+func (p *Provider) retryFacts(ctx context.Context, items []item, w *window, end, to time.Time) error {
+	retryFailures(items, w.last)
+	open := judgeResubmissions(items)
+	if len(open) == 0 || !end.Before(to) {
+		return nil
+	}
+	if w.failedAfter == nil {
+		later, err := p.failuresAfter(ctx, end, to, w.last)
+		if err != nil {
+			return err
+		}
+		w.failedAfter = later
+	}
+	for _, f := range open {
+		c := &items[f.i].changes[f.k]
+		if at, ok := w.failedAfter[c.ProviderID]; ok && at.after(position{items[f.i].ev.At, items[f.i].ev.ID}) {
+			c.Revert, c.RevertOnlyFrom = "", nil
+		}
+	}
+	return nil
+}
+
+// failuresAfter reads the window's payment failures and late failures'
+// settlements in [from, to) (GET /events?resource_type=payments&action=…,
+// no linked payment: an event's details say whether it is final), maps
+// them as the slices do, carrying each payment's latest failure before
+// from (last), and returns, for each payment that fails finally in [from,
+// to), the position of its latest such failure. It holds only those
+// events, a small share of the window. Should GoCardless refuse action
+// with resource_type (no source says it takes them together), it lists
+// the payment events of [from, to) without action and keeps the two.
+func (p *Provider) failuresAfter(ctx context.Context, from, to time.Time, last map[string]int) (map[string]position, error) {
+	var items []item
+	read := func(action string) error {
+		q := url.Values{}
+		q.Set("resource_type", "payments")
+		if action != "" {
+			q.Set("action", action)
+		}
+		q.Set("created_at[gte]", msFormat(from))
+		q.Set("created_at[lt]", msFormat(to))
+		q.Set("limit", fmt.Sprint(p.page))
+		return p.eachPage(ctx, q, func(pg *eventsPage) error {
+			for _, raw := range pg.Events {
+				var ev Event
+				if err := json.Unmarshal(raw, &ev); err != nil {
+					return fmt.Errorf("decode gocardless event: %w", err)
+				}
+				if ev.Action != "failed" && ev.Action != "late_failure_settled" {
+					continue
+				}
+				if cs := paymentEventChanges(ev, Payment{}, false, nil); len(cs) > 0 {
+					items = append(items, item{ev: reconcile.Event{ID: ev.ID, At: ev.CreatedAt.UTC()}, changes: cs})
+				}
+			}
+			return nil
+		})
+	}
+	err := read("failed")
+	if err == nil {
+		err = read("late_failure_settled")
+	}
+	if pe := (pageError{}); errors.As(err, &pe) && unsupported(pe.err) {
+		p.log.Warn("gocardless refused action with resource_type; reading the rest of the window's payment events to judge resubmissions",
+			"error", pe.err)
+		items = nil
+		err = read("")
+	}
+	if pe := (pageError{}); errors.As(err, &pe) {
+		return nil, fmt.Errorf("list gocardless payment failures: %w", pe.err)
+	} else if err != nil {
+		return nil, err
+	}
+	sortItems(items)
+	retryFailures(items, maps.Clone(last))
+	out := map[string]position{}
+	for _, it := range items {
+		for _, c := range it.changes {
+			if !c.Unknown && c.ProviderID != "" && c.State == models.StateFailed {
+				out[c.ProviderID] = position{it.ev.At, it.ev.ID}
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,220 @@
+package gocardless
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// slicedWorld is a fake GoCardless with gcfake.Generate's month of Bacs
+// payments (failures, Success+ retries that fail again days later,
+// refunds, chargebacks and their cancellations, payouts that sweep a day's
+// payments at the same instant) and a window over all of it.
+type slicedWorld struct {
+	url    string
+	lp     reconcile.ListParams
+	server *gcfake.Server
+	// Facts whose meaning depends on a failure days before them (the
+	// forward pass, carried from slice to slice): a late failure that
+	// GoCardless retries, settled against a payout four days later, and a
+	// failure GoCardless retries that the merchant resubmits four days later.
+	lateRetried, merchantRetried string
+}
+
+func newSlicedWorld(t *testing.T, payments int) slicedWorld {
+	t.Helper()
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	s := gcfake.New(gcfake.Options{Now: func() time.Time { return now }, Seed: 11})
+	s.Generate(gcfake.GenOptions{Payments: payments, Start: now.Add(-30 * 24 * time.Hour), End: now.Add(-time.Hour), Seed: 3})
+	d := func(days int) time.Time { return now.Add(-time.Duration(days)*24*time.Hour + 17*time.Minute) }
+	late := s.CreatePayment(1200, "GBP", d(20))
+	s.Submit(late, d(19))
+	s.Confirm(late, d(16))
+	s.PayOut(d(15), late)
+	s.FailWillRetry(late, d(14))
+	s.LateFailureSettled(late, d(10))
+	merchant := s.CreatePayment(900, "GBP", d(20))
+	s.Submit(merchant, d(19))
+	s.FailWillRetry(merchant, d(16))
+	s.RequestResubmission(merchant, d(12))
+	// A payout that bounces days after it was paid (a creditors event).
+	bounced := s.CreatePayment(5100, "GBP", d(9))
+	s.Submit(bounced, d(8))
+	s.Confirm(bounced, d(5))
+	s.BouncePayout(s.PayOut(d(4), bounced), d(2))
+	url := s.Start()
+	t.Cleanup(s.Close)
+	return slicedWorld{url: url, server: s, lp: reconcile.ListParams{Since: now.Add(-31 * 24 * time.Hour), Until: now},
+		lateRetried: late, merchantRetried: merchant}
+}
+
+// listed is what a provider delivered for a window, and how.
+type listed struct {
+	pages    []reconcile.Page
+	slices   []int // events held by each slice
+	requests int64
+}
+
+func (w slicedWorld) list(t *testing.T, hold, pageSize int, lp reconcile.ListParams) listed {
+	t.Helper()
+	p, err := New(Config{AccessToken: "sandbox_sliced", BaseURL: w.url, Hold: hold, PageSize: pageSize})
+	require.NoError(t, err)
+	var out listed
+	p.held = func(from, end time.Time, n int) {
+		out.slices = append(out.slices, n)
+		if end.Sub(from) > time.Millisecond {
+			assert.LessOrEqual(t, n, hold, "a slice [%s, %s) longer than a millisecond held more than the hold", from, end)
+		}
+	}
+	require.NoError(t, p.ListChanges(context.Background(), lp, func(pg reconcile.Page) error {
+		out.pages = append(out.pages, pg)
+		return nil
+	}))
+	out.requests = p.Requests()
+	return out
+}
+
+// TestSlicedWindowDeliversTheWholeWindow: a window read in slices of at
+// most a few dozen to a few thousand events delivers exactly what it
+// delivers read whole (the same pages, events, changes and cursors), the
+// facts judged by what comes later in the window included.
+func TestSlicedWindowDeliversTheWholeWindow(t *testing.T) {
+	t.Parallel()
+	w := newSlicedWorld(t, 3000)
+	whole := w.list(t, 1<<30, 500, w.lp)
+	require.Len(t, whole.slices, 1, "read whole: one slice")
+	events := 0
+	for _, pg := range whole.pages {
+		events += len(pg.Events)
+	}
+	require.Greater(t, events, 10_000)
+
+	// The month must exercise what slicing could get wrong: a normal
+	// resubmission whose payment fails finally days later (judged by a
+	// later slice's failure), and many events at one instant.
+	var judged int
+	for _, pg := range whole.pages {
+		for _, c := range pg.Changes {
+			if c.RawStatus == RawRetried && len(c.RevertOnlyFrom) == 0 {
+				judged++
+			}
+		}
+	}
+	require.Positive(t, judged, "no resubmission whose payment fails again later: the scenario does not test failuresAfter")
+	var lateSeen, merchantSeen bool
+	for _, pg := range whole.pages {
+		for _, c := range pg.Changes {
+			lateSeen = lateSeen || c.ProviderID == w.lateRetried && c.RawStatus == RawLateFailureSettledWillRetry && c.State == models.StateNone
+			merchantSeen = merchantSeen || c.ProviderID == w.merchantRetried && c.RawStatus == RawRetried
+		}
+	}
+	require.True(t, lateSeen, "the late failure GoCardless retries: its settlement must move no state")
+	require.True(t, merchantSeen, "the merchant's resubmission after a failure GoCardless retries is a normal one")
+	var bouncedSeen bool
+	for _, pg := range whole.pages {
+		for _, c := range pg.Changes {
+			bouncedSeen = bouncedSeen || c.RawStatus == "payout_bounced"
+		}
+	}
+	require.True(t, bouncedSeen, "no bounced payout: the creditors' events are not tested")
+
+	for _, hold := range []int{40, 333, 4000} {
+		t.Run(fmt.Sprintf("hold=%d", hold), func(t *testing.T) {
+			t.Parallel()
+			got := w.list(t, hold, 500, w.lp)
+			assert.Greater(t, len(got.slices), 1, "the window was not sliced")
+			require.Equal(t, len(whole.pages), len(got.pages))
+			for i := range whole.pages {
+				require.Equal(t, whole.pages[i], got.pages[i], "page %d", i)
+			}
+			t.Logf("hold %d: %d slices, %d requests (whole: %d)", hold, len(got.slices), got.requests, whole.requests)
+		})
+	}
+}
+
+// TestSlicedWindowWithoutTheActionFilter: should GoCardless refuse action
+// with resource_type, the later failures are read from the payment events
+// unfiltered, and the slices still deliver the whole window.
+func TestSlicedWindowWithoutTheActionFilter(t *testing.T) {
+	t.Parallel()
+	w := newSlicedWorld(t, 600)
+	whole := w.list(t, 1<<30, 500, w.lp)
+	var refused atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("action") != "" && q.Get("resource_type") != "" {
+			refused.Add(1)
+			rw.Header().Set("Content-Type", "application/json")
+			rw.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = rw.Write([]byte(`{"error":{"message":"action cannot be used with resource_type","type":"validation_failed","code":422,"request_id":"x","errors":[]}}`))
+			return
+		}
+		w.server.Handler().ServeHTTP(rw, r)
+	}))
+	t.Cleanup(ts.Close)
+	refusing := w
+	refusing.url = ts.URL
+	got := refusing.list(t, 40, 500, w.lp)
+	require.Positive(t, refused.Load(), "the action filter was never asked for")
+	require.Equal(t, whole.pages, got.pages)
+}
+
+// TestSlicedWindowResumes: a run resuming after a committed event gets the
+// rest of the window, sliced or not.
+func TestSlicedWindowResumes(t *testing.T) {
+	t.Parallel()
+	w := newSlicedWorld(t, 800)
+	whole := w.list(t, 1<<30, 100, w.lp)
+	require.Greater(t, len(whole.pages), 4)
+	cut := whole.pages[len(whole.pages)/2]
+	lp := w.lp
+	lp.After, lp.AfterAt = cut.Cursor, cut.CursorAt
+	want := whole.pages[len(whole.pages)/2+1:]
+	for _, hold := range []int{1 << 30, 150} {
+		got := w.list(t, hold, 100, lp)
+		require.Equal(t, want, got.pages, "hold %d", hold)
+	}
+}
+
+// TestSlicedWindowReportsAnUnknownStatusOnce: a payment whose current
+// status the mapping does not know, with events in several slices, is
+// reported once.
+func TestSlicedWindowReportsAnUnknownStatusOnce(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	s := gcfake.New(gcfake.Options{Now: func() time.Time { return now }, Seed: 12})
+	s.Generate(gcfake.GenOptions{Payments: 300, Start: now.Add(-10 * 24 * time.Hour), End: now.Add(-time.Hour), Seed: 4})
+	pm := s.CreatePayment(700, "GBP", now.Add(-9*24*time.Hour))
+	s.Submit(pm, now.Add(-8*24*time.Hour))
+	s.SetRawStatus(pm, "under_review", "placed_under_review", now.Add(-2*time.Hour))
+	url := s.Start()
+	t.Cleanup(s.Close)
+	w := slicedWorld{url: url, server: s, lp: reconcile.ListParams{Since: now.Add(-11 * 24 * time.Hour), Until: now}}
+	for _, hold := range []int{1 << 30, 60} {
+		got := w.list(t, hold, 500, w.lp)
+		var unknown []reconcile.Change
+		for _, pg := range got.pages {
+			for _, c := range pg.Changes {
+				if c.ProviderID == pm && c.Unknown && c.RawStatus == "under_review" {
+					unknown = append(unknown, c)
+				}
+			}
+		}
+		require.Len(t, unknown, 1, "hold %d: the unknown current status once a window", hold)
+		assert.Equal(t, models.StateNone, unknown[0].State)
+		if hold < 1<<30 {
+			assert.Greater(t, len(got.slices), 3)
+		}
+	}
+}
