@@ -97,12 +97,7 @@ func (w world) execState(b *testing.B, rps int, st **os.ProcessState, args ...st
 		b.Fatal(err)
 	}
 	cmd := exec.Command(binary, append([]string{args[0], "--config", cfg}, args[1:]...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + w.db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + w.url}
-	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE", "RECONCILER_TRACE", "GOGC", "GOMEMLIMIT", "GODEBUG", "RECONCILER_LOG_LEVEL"} {
-		if v := os.Getenv(k); v != "" {
-			cmd.Env = append(cmd.Env, k+"="+v) // profiles of the binary (internal/profiling)
-		}
-	}
+	cmd.Env = withPassedOn([]string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + w.db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + w.url})
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	b.StartTimer()
@@ -134,9 +129,19 @@ func runOnce(b *testing.B, events int, rps int, extra ...string) result {
 	b.Helper()
 	w := newWorld(b, events)
 	so, se, wall := w.exec(b, rps, append([]string{"run", "--since", w.now.Add(-7 * 24 * time.Hour).Format(time.RFC3339), "--format", "json"}, extra...)...)
+	return parseRun(b, so, se, wall)
+}
+
+// parseRun reads a run's JSON report (stdout) and its logs (stderr): the
+// run, its database round trips and the process's peak RSS.
+func parseRun(b *testing.B, so, se []byte, wall time.Duration) result {
+	b.Helper()
 	var rep report.Report
 	if err := json.Unmarshal(so, &rep); err != nil {
-		b.Fatal(err)
+		b.Fatalf("%v\n%s", err, se)
+	}
+	if len(rep.Runs) != 1 {
+		b.Fatalf("want one run, got %d", len(rep.Runs))
 	}
 	res := result{wall: wall, run: rep.Runs[0]}
 	for _, line := range strings.Split(string(se), "\n") {
@@ -155,6 +160,21 @@ func runOnce(b *testing.B, events int, rps int, extra ...string) result {
 		}
 	}
 	return res
+}
+
+// passedOn are the variables of the benchmark's environment a binary it
+// runs is given: profiles of the binary (internal/profiling), the
+// collector's settings, the log level.
+var passedOn = []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE", "RECONCILER_TRACE", "GOGC", "GOMEMLIMIT", "GODEBUG", "RECONCILER_LOG_LEVEL"}
+
+// withPassedOn is env with passedOn's variables that are set.
+func withPassedOn(env []string) []string {
+	for _, k := range passedOn {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // BenchmarkVerifySample is issue 15's finance check: `reconciler verify

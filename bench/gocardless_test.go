@@ -2,19 +2,16 @@ package bench
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
-	"github.com/reconciler/reconciler/report"
 )
 
 // gcEventsPerPayment is what gcfake.Generate produces in the window on
@@ -60,12 +57,7 @@ func runGoCardless(b *testing.B, events int) result {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(binary, "run", "--config", cfg, "--since", now.Add(-31*24*time.Hour).Format(time.RFC3339), "--format", "json")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE=" + url}
-	for _, k := range []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE", "RECONCILER_TRACE", "GOGC", "GOMEMLIMIT", "GODEBUG", "RECONCILER_LOG_LEVEL"} {
-		if v := os.Getenv(k); v != "" {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
+	cmd.Env = withPassedOn([]string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE=" + url})
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	b.StartTimer()
@@ -77,26 +69,9 @@ func runGoCardless(b *testing.B, events int) result {
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 4) {
 		b.Fatalf("run: %v\n%s", err, se.String())
 	}
-	var rep report.Report
-	if err := json.Unmarshal(so.Bytes(), &rep); err != nil {
-		b.Fatalf("%v\n%s", err, se.String())
-	}
-	if len(rep.Runs) != 1 || rep.Runs[0].Provider != "gocardless" {
-		b.Fatalf("want one gocardless run, got %+v", rep.Runs)
-	}
-	res := result{wall: wall, run: rep.Runs[0]}
-	for _, line := range strings.Split(se.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) != nil {
-			continue
-		}
-		switch m["msg"] {
-		case "run finished":
-			res.roundTrips, _ = m["db_round_trips"].(float64)
-		case "process":
-			mib, _ := m["peak_rss_mib"].(float64)
-			res.maxRSSKiB = int64(mib * 1024)
-		}
+	res := parseRun(b, so.Bytes(), se.Bytes(), wall)
+	if res.run.Provider != "gocardless" {
+		b.Fatalf("want the gocardless run, got %s's", res.run.Provider)
 	}
 	return res
 }

@@ -90,6 +90,10 @@ type window struct {
 	// known are the stretches ahead whose payment events' times a slice
 	// given up read (learn), in order.
 	known []known
+	// sides are the refunds' and creditors' streams (sideItems); to is the
+	// window's end.
+	sides []*side
+	to    time.Time
 }
 
 // ListChanges implements reconcile.Provider. GoCardless lists newest first
@@ -110,8 +114,9 @@ type window struct {
 // window are read once (failuresAfter), and the slices agree with one
 // reading of the whole window.
 func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn func(reconcile.Page) error) error {
-	w := &window{since: lp.Since, flagged: map[string]bool{}, last: map[string]int{}, totals: map[string]Payment{}}
 	from, to := ceilMS(lp.Since), ceilMS(lp.Until)
+	w := &window{since: lp.Since, to: to, flagged: map[string]bool{}, last: map[string]int{}, totals: map[string]Payment{},
+		sides: []*side{{rt: "refunds", readTo: from, span: to.Sub(from)}, {rt: "creditors", readTo: from, span: to.Sub(from)}}}
 	span := to.Sub(from)
 	var page reconcile.Page
 	for from.Before(to) {
@@ -316,111 +321,208 @@ func clampSpan(s, most time.Duration) time.Duration {
 }
 
 // slice reads the events of [from, end): payments (with the linked
-// payment), refunds (with the linked refund, and each refunded payment's
-// total) and creditors (bounced payouts). It gives up, with an overflow
-// and no item, once it holds more than the hold and the slice can be
+// payment), then the refunds and creditors' events the window's side
+// streams hold for it (sideItems). It gives up, with an overflow and no
+// item, once its payment events pass the hold and the slice can be
 // shortened.
 func (p *Provider) slice(ctx context.Context, from, end time.Time, w *window) ([]item, *overflow, error) {
-	var items []item
 	var flaggedNow []string
-	var lo, hi time.Time
-	var payments []time.Time // their times, in the order read
 	shortenable := end.Sub(from) > time.Millisecond
-	for _, rt := range []string{"payments", "refunds", "creditors"} {
-		q := url.Values{}
-		q.Set("resource_type", rt)
-		if rt != "creditors" {
-			q.Set("include", strings.TrimSuffix(rt, "s"))
+	r, err := p.listType(ctx, "payments", from, end, w, &flaggedNow, p.hold, shortenable)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.over {
+		// The unknown statuses flagged here are reported by the shorter
+		// slices instead.
+		for _, pid := range flaggedNow {
+			delete(w.flagged, pid)
 		}
-		q.Set("created_at[gte]", msFormat(from))
-		q.Set("created_at[lt]", msFormat(end))
-		q.Set("limit", fmt.Sprint(p.page))
-		refundPayments := map[string]bool{}
-		var refundItems []int
-		err := p.eachPage(ctx, q, func(pg *eventsPage) error {
-			linked := map[string]Payment{}
-			for _, pm := range pg.Linked.Payments {
-				linked[pm.ID] = pm
-			}
-			refunds := map[string]Refund{}
-			for _, r := range pg.Linked.Refunds {
-				refunds[r.ID] = r
-			}
-			for _, raw := range pg.Events {
-				var ev Event
-				if err := json.Unmarshal(raw, &ev); err != nil {
-					return fmt.Errorf("decode gocardless event: %w", err)
-				}
-				it := item{ev: reconcile.Event{ID: ev.ID, Type: ev.ResourceType + "." + ev.Action, At: ev.CreatedAt.UTC(), Payload: raw}}
-				switch rt {
-				case "payments":
-					payments = append(payments, it.ev.At)
-					pm, ok := linked[ev.Links.Payment]
-					was := w.flagged[ev.Links.Payment]
-					it.changes = paymentEventChanges(ev, pm, ok, w.flagged)
-					if !was && w.flagged[ev.Links.Payment] {
-						flaggedNow = append(flaggedNow, ev.Links.Payment)
-					}
-				case "refunds":
-					r := refunds[ev.Links.Refund]
-					pid := r.Links.Payment
-					if pid == "" {
-						pid = ev.Links.Payment
-					}
-					c, total := refundEventChange(ev, r, pid)
-					if c.ProviderID != "" {
-						it.changes = []reconcile.Change{c}
-						if total {
-							refundPayments[pid] = true
-							refundItems = append(refundItems, len(items))
-						}
-					}
-				case "creditors":
-					cs, err := p.bouncedPayout(ctx, ev, w.since)
-					if err != nil {
-						return err
-					}
-					it.changes = cs
-				}
-				if lo.IsZero() || it.ev.At.Before(lo) {
-					lo = it.ev.At
-				}
-				if it.ev.At.After(hi) {
-					hi = it.ev.At
-				}
-				items = append(items, it)
-			}
-			if shortenable && len(items) > p.hold {
-				return errOverflow
-			}
-			return nil
-		})
-		var pe pageError
-		switch {
-		case errors.Is(err, errOverflow):
-			// The unknown statuses flagged here are reported by the
-			// shorter slices instead.
-			for _, pid := range flaggedNow {
-				delete(w.flagged, pid)
-			}
-			o := &overflow{n: len(items), lo: lo, hi: hi}
-			if rt == "payments" {
-				o.payments = payments
-			}
-			return nil, o, nil
-		case errors.As(err, &pe) && rt == "creditors" && unsupported(pe.err):
-			// Only payouts that bounce are read from creditor events.
-			p.log.Warn("gocardless did not list creditor events; payouts that bounced are left to verify", "error", pe.err)
-		case errors.As(err, &pe):
-			return nil, nil, fmt.Errorf("list gocardless %s events: %w", rt, pe.err)
-		case err != nil:
+		return nil, &overflow{n: len(r.items), lo: r.lo, hi: r.hi, payments: r.times}, nil
+	}
+	items := r.items
+	for _, sd := range w.sides {
+		got, err := p.sideItems(ctx, sd, end, w)
+		if err != nil {
 			return nil, nil, err
 		}
-		if err := p.refundTotals(ctx, items, refundPayments, refundItems, w); err != nil {
-			return nil, nil, err
-		}
+		items = append(items, got...)
 	}
 	return items, nil, nil
+}
+
+// side is one of the sparse resource types (refunds, creditors), read
+// ahead of the slices in stretches of its own and held until the slice
+// they belong to: a slice then costs one list request for its payments'
+// last page rather than three.
+type side struct {
+	rt     string
+	readTo time.Time // every event before it has been read
+	span   time.Duration
+	held   []item // read, not yet delivered
+	off    bool   // GoCardless does not list it (creditors)
+}
+
+// sideHold is the share of the hold a side stream's stretch may hold.
+func sideHold(hold int) int { return max(hold/4, 1) }
+
+// sideItems returns sd's events before end, reading sd's stretches up to
+// end first (each at most sideHold events, shortened when it passes it).
+func (p *Provider) sideItems(ctx context.Context, sd *side, end time.Time, w *window) ([]item, error) {
+	for !sd.off && sd.readTo.Before(end) {
+		from := sd.readTo
+		until := w.to
+		if sd.span < until.Sub(from) {
+			until = from.Add(sd.span)
+		}
+		// A stretch ends no sooner than the slice: the slice's events are
+		// all read before it is delivered.
+		until = maxTime(until, end)
+		long := until.Sub(from) > time.Millisecond && until.After(end)
+		r, err := p.listType(ctx, sd.rt, from, until, w, nil, sideHold(p.hold), long)
+		if errors.Is(err, errUnlisted) {
+			sd.off = true
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.over {
+			o := overflow{n: len(r.items), lo: r.lo, hi: r.hi}
+			sd.span = o.shorter(until.Sub(from), sideHold(p.hold))
+			continue
+		}
+		sd.held = append(sd.held, r.items...)
+		sd.span = longer(until.Sub(from), len(r.items), sideHold(p.hold))
+		sd.readTo = until
+	}
+	var out []item
+	kept := sd.held[:0]
+	for _, it := range sd.held {
+		if it.ev.At.Before(end) {
+			out = append(out, it)
+		} else {
+			kept = append(kept, it)
+		}
+	}
+	clear(sd.held[len(kept):])
+	sd.held = kept
+	return out, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// errUnlisted: GoCardless refused to list creditor events (a 4xx).
+var errUnlisted = errors.New("gocardless: creditor events not listed")
+
+// typeRead is one resource type's events of a stretch (listType).
+type typeRead struct {
+	items  []item
+	times  []time.Time // the payments' times, in the order read
+	lo, hi time.Time   // the times read
+	over   bool        // given up past the cap
+}
+
+// listType reads the events of resource type rt in [from, end), mapped:
+// payments with the linked payment (flagging unknown current statuses in
+// w.flagged, the payments it flags appended to flaggedNow), refunds with
+// the linked refund and each refunded payment's total, creditors' bounced
+// payouts. When capped, it gives up (over) once it holds more than
+// capN. Creditor events GoCardless will not list give errUnlisted, with a
+// warning.
+func (p *Provider) listType(ctx context.Context, rt string, from, end time.Time, w *window, flaggedNow *[]string, capN int, capped bool) (typeRead, error) {
+	var r typeRead
+	q := url.Values{}
+	q.Set("resource_type", rt)
+	if rt != "creditors" {
+		q.Set("include", strings.TrimSuffix(rt, "s"))
+	}
+	q.Set("created_at[gte]", msFormat(from))
+	q.Set("created_at[lt]", msFormat(end))
+	q.Set("limit", fmt.Sprint(p.page))
+	refundPayments := map[string]bool{}
+	var refundItems []int
+	err := p.eachPage(ctx, q, func(pg *eventsPage) error {
+		linked := map[string]Payment{}
+		for _, pm := range pg.Linked.Payments {
+			linked[pm.ID] = pm
+		}
+		refunds := map[string]Refund{}
+		for _, rf := range pg.Linked.Refunds {
+			refunds[rf.ID] = rf
+		}
+		for _, raw := range pg.Events {
+			var ev Event
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				return fmt.Errorf("decode gocardless event: %w", err)
+			}
+			it := item{ev: reconcile.Event{ID: ev.ID, Type: ev.ResourceType + "." + ev.Action, At: ev.CreatedAt.UTC(), Payload: raw}}
+			switch rt {
+			case "payments":
+				r.times = append(r.times, it.ev.At)
+				pm, ok := linked[ev.Links.Payment]
+				was := w.flagged[ev.Links.Payment]
+				it.changes = paymentEventChanges(ev, pm, ok, w.flagged)
+				if !was && w.flagged[ev.Links.Payment] && flaggedNow != nil {
+					*flaggedNow = append(*flaggedNow, ev.Links.Payment)
+				}
+			case "refunds":
+				rf := refunds[ev.Links.Refund]
+				pid := rf.Links.Payment
+				if pid == "" {
+					pid = ev.Links.Payment
+				}
+				c, total := refundEventChange(ev, rf, pid)
+				if c.ProviderID != "" {
+					it.changes = []reconcile.Change{c}
+					if total {
+						refundPayments[pid] = true
+						refundItems = append(refundItems, len(r.items))
+					}
+				}
+			case "creditors":
+				cs, err := p.bouncedPayout(ctx, ev, w.since)
+				if err != nil {
+					return err
+				}
+				it.changes = cs
+			}
+			if r.lo.IsZero() || it.ev.At.Before(r.lo) {
+				r.lo = it.ev.At
+			}
+			if it.ev.At.After(r.hi) {
+				r.hi = it.ev.At
+			}
+			r.items = append(r.items, it)
+		}
+		if capped && len(r.items) > capN {
+			return errOverflow
+		}
+		return nil
+	})
+	var pe pageError
+	switch {
+	case errors.Is(err, errOverflow):
+		r.over = true
+		return r, nil
+	case errors.As(err, &pe) && rt == "creditors" && unsupported(pe.err):
+		// Only payouts that bounce are read from creditor events.
+		p.log.Warn("gocardless did not list creditor events; payouts that bounced are left to verify", "error", pe.err)
+		return r, errUnlisted
+	case errors.As(err, &pe):
+		return r, fmt.Errorf("list gocardless %s events: %w", rt, pe.err)
+	case err != nil:
+		return r, err
+	}
+	if err := p.refundTotals(ctx, r.items, refundPayments, refundItems, w); err != nil {
+		return r, err
+	}
+	return r, nil
 }
 
 // more reports whether a list has pages after pg.
