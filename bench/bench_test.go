@@ -98,6 +98,18 @@ func (w world) execState(b *testing.B, rps int, st **os.ProcessState, args ...st
 	}
 	cmd := exec.Command(binary, append([]string{args[0], "--config", cfg}, args[1:]...)...)
 	cmd.Env = withPassedOn([]string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + w.db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + w.url})
+	stdout, stderr, wall = timedRun(b, cmd)
+	if st != nil {
+		*st = cmd.ProcessState
+	}
+	return stdout, stderr, wall
+}
+
+// timedRun runs cmd inside the benchmark's timer and returns its stdout,
+// stderr and wall time; stderr is also appended to $BENCH_STDERR when set.
+// Any exit but 0 and 4 (drift refused) fails the benchmark.
+func timedRun(b *testing.B, cmd *exec.Cmd) (stdout, stderr []byte, wall time.Duration) {
+	b.Helper()
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	b.StartTimer()
@@ -105,9 +117,6 @@ func (w world) execState(b *testing.B, rps int, st **os.ProcessState, args ...st
 	err := cmd.Run()
 	wall = time.Since(start)
 	b.StopTimer()
-	if st != nil {
-		*st = cmd.ProcessState
-	}
 	if p := os.Getenv("BENCH_STDERR"); p != "" {
 		// The binary's logs (with GODEBUG=gctrace=1, its collections).
 		if f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
@@ -117,7 +126,7 @@ func (w world) execState(b *testing.B, rps int, st **os.ProcessState, args ...st
 	}
 	var exit *exec.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 4) {
-		b.Fatalf("%s: %v\n%s", args[0], err, se.String())
+		b.Fatalf("%s: %v\n%s", cmd.Args[1], err, se.String())
 	}
 	return so.Bytes(), se.Bytes(), wall
 }

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -58,18 +56,8 @@ func runGoCardless(b *testing.B, events int) result {
 	}
 	cmd := exec.Command(binary, "run", "--config", cfg, "--since", now.Add(-31*24*time.Hour).Format(time.RFC3339), "--format", "json")
 	cmd.Env = withPassedOn([]string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE=" + url})
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	b.StartTimer()
-	start := time.Now()
-	err := cmd.Run()
-	wall := time.Since(start)
-	b.StopTimer()
-	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 4) {
-		b.Fatalf("run: %v\n%s", err, se.String())
-	}
-	res := parseRun(b, so.Bytes(), se.Bytes(), wall)
+	so, se, wall := timedRun(b, cmd)
+	res := parseRun(b, so, se, wall)
 	if res.run.Provider != "gocardless" {
 		b.Fatalf("want the gocardless run, got %s's", res.run.Provider)
 	}

@@ -135,7 +135,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			p.held(from, end, len(items))
 		}
 		sortItems(items)
-		if err := p.retryFacts(ctx, items, w, end, to); err != nil {
+		if err := p.judgeSlice(ctx, items, w, end, to); err != nil {
 			return err
 		}
 		for _, it := range items {
@@ -566,12 +566,12 @@ func (p *Provider) refundTotals(ctx context.Context, items []item, refunded map[
 	return nil
 }
 
-// retryFacts runs retryFacts's two passes over a slice (sorted), the
+// judgeSlice runs retryFacts's two passes over a slice (sorted), the
 // slices before it carried in w.last. A normal resubmission whose answer
 // lies after the slice (judgeResubmissions) is judged by the window's
 // failures after it (failuresAfter), read the first time a slice that is
 // not the window's last has one.
-func (p *Provider) retryFacts(ctx context.Context, items []item, w *window, end, to time.Time) error {
+func (p *Provider) judgeSlice(ctx context.Context, items []item, w *window, end, to time.Time) error {
 	retryFailures(items, w.last)
 	open := judgeResubmissions(items)
 	if len(open) == 0 || !end.Before(to) {
