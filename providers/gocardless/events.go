@@ -104,9 +104,10 @@ type window struct {
 // more (one slice, as before slices existed), else consecutive slices whose
 // length follows the events' density; a slice that turns out to hold more
 // is given up and read again in shorter slices, cut where what it read
-// says (learn, plan). So memory stays flat however large the window, but
-// for the events of one millisecond, which are never split
-// (docs/providers/gocardless.md, "A large window, read in slices").
+// says (learn, plan). A millisecond cannot be shortened: one whose events
+// pass the hold is read again in chunks of its pages (splitInstant). So
+// memory stays flat however large the window (docs/providers/gocardless.md,
+// "A large window, read in slices").
 //
 // What a payment's facts mean may depend on facts later in the window (a
 // resubmission after a failure is judged by whether the payment fails
@@ -119,25 +120,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		sides: []*side{{rt: "refunds", readTo: from, span: to.Sub(from)}, {rt: "creditors", readTo: from, span: to.Sub(from)}}}
 	span := to.Sub(from)
 	var page reconcile.Page
-	for from.Before(to) {
-		end, profiled := w.plan(from, to, span, p.hold*3/4)
-		items, over, err := p.slice(ctx, from, end, w)
-		if err != nil {
-			return err
-		}
-		if over != nil {
-			span = w.learn(from, end, over, p.hold)
-			p.log.Debug("gocardless window slice too large; reading it in shorter slices",
-				"from", from, "until", end, "events", over.n, "next_span", span)
-			continue
-		}
-		if p.held != nil {
-			p.held(from, end, len(items))
-		}
-		sortItems(items)
-		if err := p.judgeSlice(ctx, items, w, end, to); err != nil {
-			return err
-		}
+	emit := func(items []item) error {
 		for _, it := range items {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -155,6 +138,37 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 				page = reconcile.Page{}
 			}
 		}
+		return nil
+	}
+	for from.Before(to) {
+		end, profiled := w.plan(from, to, span, p.hold*3/4)
+		items, over, big, err := p.slice(ctx, from, end, w)
+		if err != nil {
+			return err
+		}
+		if over != nil {
+			span = w.learn(from, end, over, p.hold)
+			p.log.Debug("gocardless window slice too large; reading it in shorter slices",
+				"from", from, "until", end, "events", over.n, "next_span", span)
+			continue
+		}
+		if big != nil {
+			if err := p.splitInstant(ctx, from, end, big, w, emit); err != nil {
+				return err
+			}
+			from = end
+			continue
+		}
+		if p.held != nil {
+			p.held(from, end, len(items))
+		}
+		sortItems(items)
+		if err := p.judgeSlice(ctx, items, w, end, to); err != nil {
+			return err
+		}
+		if err := emit(items); err != nil {
+			return err
+		}
 		if !profiled {
 			// A slice cut by what a given-up slice read, an instant among
 			// them, says nothing new of the density.
@@ -164,6 +178,84 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 	}
 	if len(page.Events) > 0 {
 		return fn(page)
+	}
+	return nil
+}
+
+// splitInstant delivers the instant [from, end) whose payment events
+// passed the hold, marked page by page (big): when GoCardless listed them
+// in the order the window is delivered in reversed, chunk by chunk (each
+// read again after its first page's cursor, down to its oldest event),
+// oldest first, each chunk with the side streams' events up to its newest;
+// so an instant costs its pages twice and holds a chunk at a time. Listed
+// in another order, it is read again and held whole, with a warning.
+func (p *Provider) splitInstant(ctx context.Context, from, end time.Time, big *pageMarks, w *window, emit func([]item) error) error {
+	side, err := p.sidesUpTo(ctx, nil, end, w)
+	if err != nil {
+		return err
+	}
+	if !big.ordered {
+		p.log.Warn("gocardless listed one millisecond's events in no order reconciler can split; holding them whole",
+			"at", from, "events", big.n)
+		r, err := p.listType(ctx, stretch{rt: "payments", from: from, end: end, capN: big.n, past: holdOn}, w, nil)
+		if err != nil {
+			return err
+		}
+		items := append(r.items, side...)
+		if p.held != nil {
+			p.held(from, end, len(items))
+		}
+		sortItems(items)
+		if err := p.judgeSlice(ctx, items, w, end, w.to); err != nil {
+			return err
+		}
+		return emit(items)
+	}
+	sortItems(side)
+	// A resubmission in one chunk may be answered by a failure in a later
+	// chunk of the same instant: the failures after it are then read from
+	// the instant's start, with what was known of the payments then.
+	var lastThen map[string]int
+	if w.failedAfter == nil {
+		lastThen = maps.Clone(w.last)
+	}
+	cs := big.chunks(max(p.hold*3/4, 1))
+	p.log.Debug("gocardless instant past the hold; reading it in chunks", "at", from, "events", big.n, "chunks", len(cs))
+	for j, c := range cs {
+		r, err := p.listType(ctx, stretch{rt: "payments", from: from, end: end, capN: c.n, past: holdOn, after: c.after, downTo: c.downTo}, w, nil)
+		if err != nil {
+			return err
+		}
+		items := r.items
+		final := j == len(cs)-1
+		if len(items) > 0 {
+			newest := items[0].ev // listed first
+			n := sort.Search(len(side), func(i int) bool {
+				return position{side[i].ev.At, side[i].ev.ID}.after(position{newest.At, newest.ID})
+			})
+			if final {
+				n = len(side)
+			}
+			items = append(items, side[:n]...)
+			side = side[n:]
+		} else if final {
+			items, side = side, nil
+		}
+		if p.held != nil {
+			p.held(from, end, len(items))
+		}
+		sortItems(items)
+		if final {
+			err = p.judgeSlice(ctx, items, w, end, w.to)
+		} else {
+			err = p.judgeChunk(ctx, items, w, from, lastThen)
+		}
+		if err != nil {
+			return err
+		}
+		if err := emit(items); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -264,7 +356,7 @@ func (w *window) learn(from, end time.Time, o *overflow, hold int) time.Duration
 		}
 	}
 	// The instant lo may have been read in part: it is a slice of its own
-	// (one that holds more than the hold is held whole), after the unknown
+	// (one that holds more than the hold is split, splitInstant), after the unknown
 	// part [from, lo) and before the stretch.
 	next := lo.Add(time.Millisecond)
 	add := []known{{from: lo, to: next, instant: true}}
@@ -325,30 +417,44 @@ func clampSpan(s, most time.Duration) time.Duration {
 // streams hold for it (sideItems). It gives up, with an overflow and no
 // item, once its payment events pass the hold and the slice can be
 // shortened.
-func (p *Provider) slice(ctx context.Context, from, end time.Time, w *window) ([]item, *overflow, error) {
+func (p *Provider) slice(ctx context.Context, from, end time.Time, w *window) ([]item, *overflow, *pageMarks, error) {
 	var flaggedNow []string
-	shortenable := end.Sub(from) > time.Millisecond
-	r, err := p.listType(ctx, "payments", from, end, w, &flaggedNow, p.hold, shortenable)
-	if err != nil {
-		return nil, nil, err
+	s := stretch{rt: "payments", from: from, end: end, capN: p.hold, past: giveUp}
+	if end.Sub(from) <= time.Millisecond {
+		s.past = markPages // an instant cannot be shortened, only split
 	}
-	if r.over {
+	r, err := p.listType(ctx, s, w, &flaggedNow)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if r.over || r.big != nil {
 		// The unknown statuses flagged here are reported by the shorter
-		// slices instead.
+		// slices, or the instant's chunks, instead.
 		for _, pid := range flaggedNow {
 			delete(w.flagged, pid)
 		}
-		return nil, &overflow{n: len(r.items), lo: r.lo, hi: r.hi, payments: r.times}, nil
+		if r.big != nil {
+			return nil, nil, r.big, nil
+		}
+		return nil, &overflow{n: len(r.items), lo: r.lo, hi: r.hi, payments: r.times}, nil, nil
 	}
-	items := r.items
+	items, err := p.sidesUpTo(ctx, r.items, end, w)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return items, nil, nil, nil
+}
+
+// sidesUpTo appends to items the side streams' events before end.
+func (p *Provider) sidesUpTo(ctx context.Context, items []item, end time.Time, w *window) ([]item, error) {
 	for _, sd := range w.sides {
 		got, err := p.sideItems(ctx, sd, end, w)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		items = append(items, got...)
 	}
-	return items, nil, nil
+	return items, nil
 }
 
 // side is one of the sparse resource types (refunds, creditors), read
@@ -378,8 +484,11 @@ func (p *Provider) sideItems(ctx context.Context, sd *side, end time.Time, w *wi
 		// A stretch ends no sooner than the slice: the slice's events are
 		// all read before it is delivered.
 		until = maxTime(until, end)
-		long := until.Sub(from) > time.Millisecond && until.After(end)
-		r, err := p.listType(ctx, sd.rt, from, until, w, nil, sideHold(p.hold), long)
+		st := stretch{rt: sd.rt, from: from, end: until, capN: sideHold(p.hold), past: holdOn}
+		if until.Sub(from) > time.Millisecond && until.After(end) {
+			st.past = giveUp
+		}
+		r, err := p.listType(ctx, st, w, nil)
 		if errors.Is(err, errUnlisted) {
 			sd.off = true
 			break
@@ -426,7 +535,128 @@ type typeRead struct {
 	times  []time.Time // the payments' times, in the order read
 	lo, hi time.Time   // the times read
 	over   bool        // given up past the cap
+	big    *pageMarks  // an instant past the cap, its pages marked (markPages)
 }
+
+// past is what listType does once a stretch holds more than its cap.
+type past int
+
+const (
+	// holdOn holds every event: a stretch of one millisecond, or a side
+	// stream's (refunds and creditors are sparse).
+	holdOn past = iota
+	// giveUp stops, the stretch over (typeRead.over): it is read again
+	// in shorter slices.
+	giveUp
+	// markPages lets the events go and marks the rest of the list's pages
+	// (typeRead.big): the payment events of an instant past the hold,
+	// read again in chunks (splitInstant).
+	markPages
+)
+
+// stretch is what listType reads: resource type rt's events in [from,
+// end), starting after the cursor after (none: the newest), and, when
+// downTo is set, only down to that position (GoCardless lists newest
+// first: a chunk of an instant, splitInstant). It holds at most capN
+// events, then does as past says.
+type stretch struct {
+	rt        string
+	from, end time.Time
+	capN      int
+	past      past
+	after     string
+	downTo    position
+}
+
+// pageMarks are the pages of an instant's payment events as GoCardless
+// listed them (newest first): where each page starts and the position of
+// its oldest event, enough to read the instant again chunk by chunk.
+type pageMarks struct {
+	limit int // the pages' length, asked
+	pages []pageMark
+	n     int
+	// ordered: each event was listed strictly before the one listed
+	// before it in (created_at, id), the order the window is delivered in
+	// reversed, so that consecutive pages are consecutive in that order.
+	ordered bool
+	prev    position
+}
+
+// pageMark is one page of an instant's events.
+type pageMark struct {
+	after  string // the cursor it was listed after ("": the first page)
+	oldest position
+	n      int
+}
+
+// page opens the page listed after the cursor after.
+func (m *pageMarks) page(after string) { m.pages = append(m.pages, pageMark{after: after}) }
+
+// event notes the next event of the page opened last.
+func (m *pageMarks) event(pos position) {
+	if m.n > 0 && !m.prev.after(pos) {
+		m.ordered = false
+	}
+	m.prev, m.n = pos, m.n+1
+	last := &m.pages[len(m.pages)-1]
+	last.oldest, last.n = pos, last.n+1
+}
+
+// ids notes a page's events of the stretch s by their ids and times alone.
+func (m *pageMarks) ids(events []json.RawMessage, s stretch) error {
+	for _, raw := range events {
+		var ev struct {
+			ID        string    `json:"id"`
+			CreatedAt time.Time `json:"created_at"`
+		}
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return fmt.Errorf("decode gocardless event: %w", err)
+		}
+		if at := ev.CreatedAt.UTC(); s.holds(at) {
+			m.event(position{at, ev.ID})
+		}
+	}
+	return nil
+}
+
+// chunk is consecutive pages of an instant: its events are those listed
+// after the cursor after, down to the position downTo.
+type chunk struct {
+	after  string
+	downTo position
+	n      int
+}
+
+// chunks cuts the pages into chunks of at most target events (at least a
+// page each), oldest first: the order they are delivered in.
+func (m *pageMarks) chunks(target int) []chunk {
+	var out []chunk
+	for b := len(m.pages) - 1; b >= 0; {
+		if m.pages[b].n == 0 {
+			b--
+			continue
+		}
+		c := chunk{downTo: m.pages[b].oldest, n: m.pages[b].n}
+		a := b
+		for a > 0 && c.n+m.pages[a-1].n <= target {
+			a--
+			c.n += m.pages[a].n
+		}
+		c.after = m.pages[a].after
+		out = append(out, c)
+		b = a - 1
+	}
+	return out
+}
+
+// holds reports whether an event created at `at` lies in [from, end).
+// GoCardless filters by created_at; a server that does not (a fake, a
+// proxy) must not have the window's events delivered twice, or a slice
+// never end.
+func (s stretch) holds(at time.Time) bool { return !at.Before(s.from) && at.Before(s.end) }
+
+// errChunkRead ends a chunk's reading at its oldest event.
+var errChunkRead = errors.New("gocardless: the chunk was read")
 
 // listType reads the events of resource type rt in [from, end), mapped:
 // payments with the linked payment (flagging unknown current statuses in
@@ -435,19 +665,44 @@ type typeRead struct {
 // payouts. When capped, it gives up (over) once it holds more than
 // capN. Creditor events GoCardless will not list give errUnlisted, with a
 // warning.
-func (p *Provider) listType(ctx context.Context, rt string, from, end time.Time, w *window, flaggedNow *[]string, capN int, capped bool) (typeRead, error) {
+func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNow *[]string) (typeRead, error) {
 	var r typeRead
+	rt := s.rt
 	q := url.Values{}
 	q.Set("resource_type", rt)
 	if rt != "creditors" {
 		q.Set("include", strings.TrimSuffix(rt, "s"))
 	}
-	q.Set("created_at[gte]", msFormat(from))
-	q.Set("created_at[lt]", msFormat(end))
-	q.Set("limit", fmt.Sprint(p.page))
+	q.Set("created_at[gte]", msFormat(s.from))
+	q.Set("created_at[lt]", msFormat(s.end))
+	limit := p.page
+	if s.past == markPages {
+		limit = min(limit, max(s.capN*3/4, 1))
+	}
+	q.Set("limit", fmt.Sprint(limit))
+	if s.after != "" {
+		q.Set("after", s.after)
+	}
+	var marks pageMarks
+	if s.past == markPages {
+		marks = pageMarks{limit: limit, ordered: true}
+	}
 	refundPayments := map[string]bool{}
 	var refundItems []int
+	skipped := 0 // events outside [from, end): a server that ignores the filters
+	defer func() {
+		if skipped > 0 {
+			p.log.Warn("gocardless listed events outside the created_at range asked for; skipped them",
+				"resource_type", rt, "from", s.from, "until", s.end, "events", skipped)
+		}
+	}()
 	err := p.eachPage(ctx, q, func(pg *eventsPage) error {
+		if s.past == markPages {
+			marks.page(q.Get("after"))
+			if r.big != nil {
+				return marks.ids(pg.Events, s) // past the hold: only the pages' marks
+			}
+		}
 		linked := map[string]Payment{}
 		for _, pm := range pg.Linked.Payments {
 			linked[pm.ID] = pm
@@ -462,6 +717,18 @@ func (p *Provider) listType(ctx context.Context, rt string, from, end time.Time,
 				return fmt.Errorf("decode gocardless event: %w", err)
 			}
 			it := item{ev: reconcile.Event{ID: ev.ID, Type: ev.ResourceType + "." + ev.Action, At: ev.CreatedAt.UTC(), Payload: raw}}
+			if !s.holds(it.ev.At) {
+				skipped++
+				continue
+			}
+			pos := position{it.ev.At, it.ev.ID}
+			if s.downTo != (position{}) && s.downTo.after(pos) {
+				return errChunkRead // the chunk's oldest event was read
+			}
+			if s.past == markPages {
+				marks.event(pos)
+			}
+			last := pos == s.downTo
 			switch rt {
 			case "payments":
 				r.times = append(r.times, it.ev.At)
@@ -499,9 +766,22 @@ func (p *Provider) listType(ctx context.Context, rt string, from, end time.Time,
 				r.hi = it.ev.At
 			}
 			r.items = append(r.items, it)
+			if last {
+				return errChunkRead
+			}
 		}
-		if capped && len(r.items) > capN {
-			return errOverflow
+		if len(r.items) > s.capN {
+			switch s.past {
+			case giveUp:
+				return errOverflow
+			case markPages:
+				// Past the hold: what was read is let go, and the rest of
+				// the instant is read for its pages' marks alone.
+				r.big = &marks
+				clear(r.items)
+				r.items = nil
+				q.Del("include")
+			}
 		}
 		return nil
 	})
@@ -510,6 +790,8 @@ func (p *Provider) listType(ctx context.Context, rt string, from, end time.Time,
 	case errors.Is(err, errOverflow):
 		r.over = true
 		return r, nil
+	case errors.Is(err, errChunkRead):
+		err = nil
 	case errors.As(err, &pe) && rt == "creditors" && unsupported(pe.err):
 		// Only payouts that bounce are read from creditor events.
 		p.log.Warn("gocardless did not list creditor events; payouts that bounced are left to verify", "error", pe.err)
@@ -577,8 +859,28 @@ func (p *Provider) judgeSlice(ctx context.Context, items []item, w *window, end,
 	if len(open) == 0 || !end.Before(to) {
 		return nil
 	}
+	return p.judgeLater(ctx, items, open, w, end, w.last)
+}
+
+// judgeChunk is judgeSlice for a chunk of the instant from that is not
+// its last: the failures after it are read from the instant's start, with
+// each payment's latest failure before it (lastThen), unless the window's
+// were read already.
+func (p *Provider) judgeChunk(ctx context.Context, items []item, w *window, from time.Time, lastThen map[string]int) error {
+	retryFailures(items, w.last)
+	open := judgeResubmissions(items)
+	if len(open) == 0 {
+		return nil
+	}
+	return p.judgeLater(ctx, items, open, w, from, lastThen)
+}
+
+// judgeLater judges the open resubmissions of items by the window's
+// failures after them, read from `from` on (with each payment's latest
+// failure before it, last) unless they were read already.
+func (p *Provider) judgeLater(ctx context.Context, items []item, open []factAt, w *window, from time.Time, last map[string]int) error {
 	if w.failedAfter == nil {
-		later, err := p.failuresAfter(ctx, end, to, w.last)
+		later, err := p.failuresAfter(ctx, from, w.to, last)
 		if err != nil {
 			return err
 		}
@@ -619,7 +921,7 @@ func (p *Provider) failuresAfter(ctx context.Context, from, to time.Time, last m
 				if err := json.Unmarshal(raw, &ev); err != nil {
 					return fmt.Errorf("decode gocardless event: %w", err)
 				}
-				if ev.Action != "failed" && ev.Action != "late_failure_settled" {
+				if at := ev.CreatedAt.UTC(); ev.Action != "failed" && ev.Action != "late_failure_settled" || at.Before(from) || !at.Before(to) {
 					continue
 				}
 				if cs := paymentEventChanges(ev, Payment{}, false, nil); len(cs) > 0 {

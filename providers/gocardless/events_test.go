@@ -2,9 +2,11 @@ package gocardless
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +32,9 @@ type slicedWorld struct {
 	// GoCardless retries, settled against a payout four days later, and a
 	// failure GoCardless retries that the merchant resubmits four days later.
 	lateRetried, merchantRetried string
+	// unordered: the server lists an instant's events in another order
+	// than the window's reversed (its instants are held whole).
+	unordered bool
 }
 
 func newSlicedWorld(t *testing.T, payments int) slicedWorld {
@@ -62,7 +67,10 @@ func newSlicedWorld(t *testing.T, payments int) slicedWorld {
 // listed is what a provider delivered for a window, and how.
 type listed struct {
 	pages    []reconcile.Page
-	slices   []int // events held by each slice
+	slices   []int // events held by each slice (or chunk of an instant)
+	chunks   int   // chunks of an instant past the hold, after its first
+	most     int   // the most events a slice or chunk held
+	lastFrom time.Time
 	requests int64
 }
 
@@ -73,8 +81,16 @@ func (w slicedWorld) list(t *testing.T, hold, pageSize int, lp reconcile.ListPar
 	var out listed
 	p.held = func(from, end time.Time, n int) {
 		out.slices = append(out.slices, n)
-		if end.Sub(from) > time.Millisecond {
-			assert.LessOrEqual(t, n, hold, "a slice [%s, %s) longer than a millisecond held more than the hold", from, end)
+		if from.Equal(out.lastFrom) {
+			out.chunks++ // a further chunk of one instant
+		}
+		out.lastFrom = from
+		out.most = max(out.most, n)
+		if !w.unordered {
+			// An instant past the hold is read in chunks (gcfake lists
+			// in the order delivered, reversed): nothing is held past
+			// the hold.
+			assert.LessOrEqual(t, n, hold, "a slice [%s, %s) held more than the hold", from, end)
 		}
 	}
 	require.NoError(t, p.ListChanges(context.Background(), lp, func(pg reconcile.Page) error {
@@ -138,7 +154,12 @@ func TestSlicedWindowDeliversTheWholeWindow(t *testing.T) {
 			for i := range whole.pages {
 				require.Equal(t, whole.pages[i], got.pages[i], "page %d", i)
 			}
-			t.Logf("hold %d: %d slices, %d requests (whole: %d)", hold, len(got.slices), got.requests, whole.requests)
+			t.Logf("hold %d: %d slices, %d further chunks of instants, %d requests (whole: %d)", hold, len(got.slices), got.chunks, got.requests, whole.requests)
+			if hold == 40 {
+				// Each day's paid_out events at one instant pass a hold
+				// of 40: they are split, not held whole.
+				assert.Positive(t, got.chunks, "no instant was split")
+			}
 			if hold == 4000 {
 				// A hold of about a third of the month: its slices cost
 				// their payment pages, the sparse refunds and creditors
@@ -223,5 +244,139 @@ func TestSlicedWindowReportsAnUnknownStatusOnce(t *testing.T) {
 		if hold < 1<<30 {
 			assert.Greater(t, len(got.slices), 3)
 		}
+	}
+}
+
+// instantWorld is a fake GoCardless whose one millisecond T holds more
+// events than a small hold: a normal resubmission (after a failure
+// GoCardless said it would retry), the payouts of 40
+// other payments, a refund (a side stream's event) in their midst, and the
+// resubmitted payment's final failure, in that order of creation (and of
+// id). Read with a hold of 10, T is split into chunks, and the
+// resubmission (in the first chunk) is judged by the failure in the last.
+func instantWorld(t *testing.T) (slicedWorld, string) {
+	t.Helper()
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	s := gcfake.New(gcfake.Options{Now: func() time.Time { return now }, Seed: 21})
+	d := func(days int) time.Time { return now.Add(-time.Duration(days) * 24 * time.Hour) }
+	T := d(3).Add(7 * time.Hour)
+	pm := s.CreatePayment(1500, "GBP", d(9))
+	s.Submit(pm, d(8))
+	s.FailWillRetry(pm, d(6))
+	var others []string
+	for range 40 {
+		o := s.CreatePayment(2000, "GBP", d(8))
+		s.Submit(o, d(7))
+		s.Confirm(o, d(5))
+		others = append(others, o)
+	}
+	s.RequestResubmission(pm, T)
+	s.PayOut(T, others[:20]...)
+	s.RefundCreated(others[0], 500, T)
+	s.PayOut(T, others[20:]...)
+	s.Fail(pm, T)
+	url := s.Start()
+	t.Cleanup(s.Close)
+	return slicedWorld{url: url, server: s, lp: reconcile.ListParams{Since: d(10), Until: now}}, pm
+}
+
+// TestSlicedWindowSplitsAnInstant: an instant past the hold is read in
+// chunks (none holding more than the hold) and delivers what one reading
+// of the whole window does: the refund among its events in its place,
+// the resubmission judged by the failure chunks later, and a run resuming
+// after any page gets the rest.
+func TestSlicedWindowSplitsAnInstant(t *testing.T) {
+	t.Parallel()
+	w, pm := instantWorld(t)
+	whole := w.list(t, 1<<30, 7, w.lp)
+	judged := false
+	for _, pg := range whole.pages {
+		for _, c := range pg.Changes {
+			judged = judged || c.ProviderID == pm && c.RawStatus == RawRetried && len(c.RevertOnlyFrom) == 0
+		}
+	}
+	require.True(t, judged, "read whole, the resubmission is judged by the failure after it")
+	got := w.list(t, 10, 7, w.lp)
+	assert.GreaterOrEqual(t, got.chunks, 4, "the instant's 43 events were not split")
+	require.Equal(t, whole.pages, got.pages)
+	t.Logf("%d chunks after the first, %d requests (whole: %d)", got.chunks, got.requests, whole.requests)
+	// Each instant past the hold costs its pages twice, its chunks ending
+	// at their oldest event: 64 requests when written; reading each chunk
+	// on to the next page took 86.
+	assert.LessOrEqual(t, got.requests, int64(70), "requests of the split instants")
+
+	for i := range whole.pages[:len(whole.pages)-1] {
+		lp := w.lp
+		lp.After, lp.AfterAt = whole.pages[i].Cursor, whole.pages[i].CursorAt
+		require.Equal(t, whole.pages[i+1:], w.list(t, 10, 7, lp).pages, "resumed after page %d", i)
+	}
+}
+
+// TestSlicedWindowHoldsAnUnorderedInstantWhole: should GoCardless list one
+// millisecond's events in an order other than the window's reversed (here
+// each page reversed), the instant cannot be cut into chunks of that
+// order; it is held whole and still delivered as one reading delivers it.
+func TestSlicedWindowHoldsAnUnorderedInstantWhole(t *testing.T) {
+	t.Parallel()
+	w, _ := instantWorld(t)
+	whole := w.list(t, 1<<30, 7, w.lp)
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		w.server.Handler().ServeHTTP(rec, r)
+		var body map[string]json.RawMessage
+		if r.URL.Path != "/events" || rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &body) != nil {
+			rw.WriteHeader(rec.Code)
+			_, _ = rw.Write(rec.Body.Bytes())
+			return
+		}
+		var evs []json.RawMessage
+		require.NoError(t, json.Unmarshal(body["events"], &evs))
+		slices.Reverse(evs)
+		body["events"], _ = json.Marshal(evs)
+		out, _ := json.Marshal(body)
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = rw.Write(out)
+	}))
+	t.Cleanup(ts.Close)
+	reversing := w
+	reversing.url, reversing.unordered = ts.URL, true
+	got := reversing.list(t, 10, 7, w.lp)
+	require.Equal(t, whole.pages, got.pages)
+	assert.Zero(t, got.chunks, "an instant listed out of order was split")
+	assert.GreaterOrEqual(t, got.most, 43, "the instant T was not held whole")
+}
+
+// TestSlicedWindowFromAServerThatIgnoresTheFilters: a server (a fake, a
+// proxy) that ignores created_at[gte] and created_at[lt] lists its whole
+// log for every slice; the events outside each slice are skipped, so the
+// window is still delivered once, in the pages one reading gives, and
+// the slicing ends.
+func TestSlicedWindowFromAServerThatIgnoresTheFilters(t *testing.T) {
+	t.Parallel()
+	w := newSlicedWorld(t, 600)
+	whole := w.list(t, 1<<30, 500, w.lp)
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		q.Del("created_at[gte]")
+		q.Del("created_at[lt]")
+		r.URL.RawQuery = q.Encode()
+		w.server.Handler().ServeHTTP(rw, r)
+	}))
+	t.Cleanup(ts.Close)
+	ignoring := w
+	ignoring.url = ts.URL
+	lp := w.lp
+	lp.Since = lp.Since.Add(10 * 24 * time.Hour) // events before the window are listed too
+	want := w.list(t, 1<<30, 500, lp)
+	count := func(l listed) (n int) {
+		for _, pg := range l.pages {
+			n += len(pg.Events)
+		}
+		return n
+	}
+	require.Less(t, count(want), count(whole), "the server's log must hold events before the window")
+	for _, hold := range []int{1 << 30, 333} {
+		got := ignoring.list(t, hold, 500, lp)
+		require.Equal(t, want.pages, got.pages, "hold %d", hold)
 	}
 }

@@ -133,18 +133,24 @@ func FuzzEventsPage(f *testing.F) {
 		`{"id":"EV5","created_at":"2026-11-19T11:00:00.000Z","action":"late_failure_settled","resource_type":"payments","links":{"payment":"PM1"},"details":{"will_attempt_retry":"yes"}}]}`),
 		[]byte(`{"id":"PM1","amount":100,"status":"failed","retry_if_possible":true}`))
 	f.Fuzz(func(t *testing.T, page, payment []byte) {
-		p := fuzzProvider(t, page, payment)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var got []reconcile.Change
-		err := p.ListChanges(ctx, reconcile.ListParams{Since: time.Unix(0, 0), Until: time.Unix(1900000000, 0)}, func(pg reconcile.Page) error {
-			got = append(got, pg.Changes...)
-			return nil
-		})
-		if ctx.Err() != nil {
-			t.Fatalf("ListChanges did not return: %v", err)
+		// Read whole, and with a hold of two events: sliced, and an
+		// instant split into chunks (splitInstant).
+		for _, hold := range []int{DefaultHold, 2} {
+			p := fuzzProvider(t, page, payment)
+			p.hold = hold
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var got []reconcile.Change
+			err := p.ListChanges(ctx, reconcile.ListParams{Since: time.Unix(0, 0), Until: time.Unix(1900000000, 0)}, func(pg reconcile.Page) error {
+				got = append(got, pg.Changes...)
+				return nil
+			})
+			if ctx.Err() != nil {
+				cancel()
+				t.Fatalf("hold %d: ListChanges did not return: %v", hold, err)
+			}
+			cancel()
+			checkChanges(t, got)
 		}
-		checkChanges(t, got)
 		// The decode and mapping the page goes through, called directly too.
 		var pg eventsPage
 		if json.Unmarshal(page, &pg) != nil {
