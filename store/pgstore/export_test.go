@@ -109,3 +109,8 @@ func NewInsertOnly(db *gorm.DB) *Store {
 	s.OwnConn = false
 	return s
 }
+
+// Columns is the catalog's columns of table (CheckSchema's).
+func Columns(ctx context.Context, db *gorm.DB, table string) (map[string]string, error) {
+	return catalog{}.Columns(ctx, db, models.AppTable{Name: table})
+}
