@@ -222,7 +222,7 @@ func (p *Provider) splitInstant(ctx context.Context, from, end time.Time, big *p
 	cs := big.chunks(max(p.hold*3/4, 1))
 	p.log.Debug("gocardless instant past the hold; reading it in chunks", "at", from, "events", big.n, "chunks", len(cs))
 	for j, c := range cs {
-		r, err := p.listType(ctx, stretch{rt: "payments", from: from, end: end, capN: c.n, past: holdOn, after: c.after, downTo: c.downTo}, w, nil)
+		r, err := p.listType(ctx, stretch{rt: "payments", from: from, end: end, capN: c.n, past: holdOn, after: c.after, downTo: c.downTo, limit: big.limit}, w, nil)
 		if err != nil {
 			return err
 		}
@@ -566,6 +566,7 @@ type stretch struct {
 	past      past
 	after     string
 	downTo    position
+	limit     int // the pages' length (0: the provider's)
 }
 
 // pageMarks are the pages of an instant's payment events as GoCardless
@@ -662,9 +663,8 @@ var errChunkRead = errors.New("gocardless: the chunk was read")
 // payments with the linked payment (flagging unknown current statuses in
 // w.flagged, the payments it flags appended to flaggedNow), refunds with
 // the linked refund and each refunded payment's total, creditors' bounced
-// payouts. When capped, it gives up (over) once it holds more than
-// capN. Creditor events GoCardless will not list give errUnlisted, with a
-// warning.
+// payouts. Past s.capN events it does as s.past says. Creditor events
+// GoCardless will not list give errUnlisted, with a warning.
 func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNow *[]string) (typeRead, error) {
 	var r typeRead
 	rt := s.rt
@@ -676,7 +676,12 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 	q.Set("created_at[gte]", msFormat(s.from))
 	q.Set("created_at[lt]", msFormat(s.end))
 	limit := p.page
-	if s.past == markPages {
+	switch {
+	case s.limit > 0:
+		limit = s.limit
+	case s.past == markPages:
+		// Pages no longer than a chunk, so that a chunk can be cut at
+		// any page.
 		limit = min(limit, max(s.capN*3/4, 1))
 	}
 	q.Set("limit", fmt.Sprint(limit))

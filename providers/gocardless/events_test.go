@@ -301,7 +301,7 @@ func TestSlicedWindowSplitsAnInstant(t *testing.T) {
 	require.Equal(t, whole.pages, got.pages)
 	t.Logf("%d chunks after the first, %d requests (whole: %d)", got.chunks, got.requests, whole.requests)
 	// Each instant past the hold costs its pages twice, its chunks ending
-	// at their oldest event: 64 requests when written; reading each chunk
+	// at their oldest event: 66 requests when written; reading each chunk
 	// on to the next page took 86.
 	assert.LessOrEqual(t, got.requests, int64(70), "requests of the split instants")
 
