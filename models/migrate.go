@@ -66,8 +66,10 @@ const migrationLockKey = 0x7265636f6e63 // "reconc"
 
 // Migrate applies every embedded migration not yet recorded in
 // schema_migrations, each in its own transaction, and returns the versions
-// it applied. Concurrent callers are serialised by an advisory lock taken
-// inside each transaction, so running it twice at once is harmless.
+// it applied. What is recorded is read once and skipped; each of the rest
+// is checked again under an advisory lock taken inside its transaction,
+// so concurrent callers are serialised and running it twice at once is
+// harmless.
 //
 // A mapped install (AppSchemaOf(db).Mapped(): the application's own tables,
 // issue 18) applies the same versions without their app-tables sections:
