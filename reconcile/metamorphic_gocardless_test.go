@@ -378,15 +378,21 @@ func gcMetamorphicCreditor(t *testing.T, srv *gcfake.Server) []gcCrafted {
 }
 
 // provider reads the creditor pageSize events a page (0: GoCardless's 500).
-// Below 50 events a page it holds at most 40 pages of the window's events
-// at once, so the variants with small batches read the window in slices of
-// its time (gocardless.Config.Hold: 1,000, 280 and 40 events at batch
-// sizes 25, 7 and 1), while those with larger batches, the first among
-// them, read it whole: the variants also compare slices with the whole.
+// Below 50 events a page it holds few of the window's events at once
+// (gocardless.Config.Hold: 12, 28 and 4 events at batch sizes 25, 7 and
+// 1), so the variants with small batches read the window in slices of its
+// time and split each day's paid_out instant (up to 41 events) into
+// chunks, the interrupted variant among them; those with larger batches,
+// the first among them, read it whole: the variants also compare slices
+// and chunks with the whole.
 func (e *gcMetaEnv) provider(pageSize int) *gocardless.Provider {
-	hold := 40 * pageSize
-	if pageSize == 0 || pageSize >= 50 {
-		hold = 1 << 20
+	hold := 1 << 20
+	switch {
+	case pageSize == 0 || pageSize >= 50:
+	case pageSize >= 25:
+		hold = 12
+	default:
+		hold = 4 * pageSize
 	}
 	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_metamorphic", BaseURL: e.url, MaxRetries: 10, PageSize: pageSize,
 		Hold: hold, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
