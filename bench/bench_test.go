@@ -88,16 +88,9 @@ func (w world) exec(b *testing.B, rps int, args ...string) (stdout, stderr []byt
 // times) when st is not nil.
 func (w world) execState(b *testing.B, rps int, st **os.ProcessState, args ...string) (stdout, stderr []byte, wall time.Duration) {
 	b.Helper()
-	cfg := filepath.Join(b.TempDir(), "config.yaml")
-	body := "run:\n  stuck_limit: -1\n"
-	if rps > 0 {
-		body = fmt.Sprintf("providers:\n  stripe:\n    requests_per_second: %d\n", rps) + body
-	}
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	cfg := writeConfig(b, "stripe", rps)
 	cmd := exec.Command(binary, append([]string{args[0], "--config", cfg}, args[1:]...)...)
-	cmd.Env = withPassedOn([]string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + w.db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + w.url})
+	cmd.Env = binaryEnv(w.db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE="+w.url)
 	stdout, stderr, wall = timedRun(b, cmd)
 	if st != nil {
 		*st = cmd.ProcessState
@@ -175,6 +168,28 @@ func parseRun(b *testing.B, so, se []byte, wall time.Duration) result {
 // runs is given: profiles of the binary (internal/profiling), the
 // collector's settings, the log level.
 var passedOn = []string{"RECONCILER_CPUPROFILE", "RECONCILER_MEMPROFILE", "RECONCILER_TRACE", "GOGC", "GOMEMLIMIT", "GODEBUG", "RECONCILER_LOG_LEVEL"}
+
+// writeConfig writes the benchmarks' config file (stuck path off, the
+// provider paced at rps requests/s, 0: its default pacing) and returns
+// its path.
+func writeConfig(b *testing.B, provider string, rps int) string {
+	b.Helper()
+	cfg := filepath.Join(b.TempDir(), "config.yaml")
+	body := "run:\n  stuck_limit: -1\n"
+	if rps > 0 {
+		body = fmt.Sprintf("providers:\n  %s:\n    requests_per_second: %d\n", provider, rps) + body
+	}
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+// binaryEnv is the built binary's environment: PATH, the database, the
+// provider's variables (kv) and passedOn's that are set.
+func binaryEnv(databaseURL string, kv ...string) []string {
+	return withPassedOn(append([]string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + databaseURL}, kv...))
+}
 
 // withPassedOn is env with passedOn's variables that are set.
 func withPassedOn(env []string) []string {

@@ -2,9 +2,7 @@ package bench
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -50,12 +48,9 @@ func runGoCardless(b *testing.B, events int) result {
 	payments := int(float64(events) / gcEventsPerPayment)
 	fake.Generate(gcfake.GenOptions{Payments: payments, Start: now.Add(-30 * 24 * time.Hour), End: now.Add(-time.Minute), Seed: 7})
 
-	cfg := filepath.Join(b.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfg, []byte("providers:\n  gocardless:\n    requests_per_second: 1000\nrun:\n  stuck_limit: -1\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	cfg := writeConfig(b, "gocardless", 1000)
 	cmd := exec.Command(binary, "run", "--config", cfg, "--since", now.Add(-31*24*time.Hour).Format(time.RFC3339), "--format", "json")
-	cmd.Env = withPassedOn([]string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE=" + url})
+	cmd.Env = binaryEnv(db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE="+url)
 	so, se, wall := timedRun(b, cmd)
 	res := parseRun(b, so, se, wall)
 	if res.run.Provider != "gocardless" {

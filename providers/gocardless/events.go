@@ -159,14 +159,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			from = end
 			continue
 		}
-		if p.held != nil {
-			p.held(from, end, len(items))
-		}
-		sortItems(items)
-		if err := p.judgeSlice(ctx, items, w, end, to); err != nil {
-			return err
-		}
-		if err := emit(items); err != nil {
+		if err := p.deliver(ctx, from, end, items, w, w.rest(end), w.last, emit); err != nil {
 			return err
 		}
 		if !profiled {
@@ -197,19 +190,11 @@ func (p *Provider) splitInstant(ctx context.Context, from, end time.Time, big *p
 	if !big.ordered {
 		p.log.Warn("gocardless listed one millisecond's events in no order reconciler can split; holding them whole",
 			"at", from, "events", big.n)
-		r, err := p.listType(ctx, stretch{rt: "payments", from: from, end: end, capN: big.n, past: holdOn}, w, nil)
+		r, err := p.listType(ctx, stretch{rt: "payments", from: from, end: end, past: holdOn}, w, nil)
 		if err != nil {
 			return err
 		}
-		items := append(r.items, side...)
-		if p.held != nil {
-			p.held(from, end, len(items))
-		}
-		sortItems(items)
-		if err := p.judgeSlice(ctx, items, w, end, w.to); err != nil {
-			return err
-		}
-		return emit(items)
+		return p.deliver(ctx, from, end, append(r.items, side...), w, w.rest(end), w.last, emit)
 	}
 	sortItems(side)
 	// A resubmission in one chunk may be answered by a failure in a later
@@ -222,7 +207,7 @@ func (p *Provider) splitInstant(ctx context.Context, from, end time.Time, big *p
 	cs := big.chunks(max(p.hold*3/4, 1))
 	p.log.Debug("gocardless instant past the hold; reading it in chunks", "at", from, "events", big.n, "chunks", len(cs))
 	for j, c := range cs {
-		r, err := p.listType(ctx, stretch{rt: "payments", from: from, end: end, capN: c.n, past: holdOn, after: c.after, downTo: c.downTo, limit: big.limit}, w, nil)
+		r, err := p.listType(ctx, stretch{rt: "payments", from: from, end: end, past: holdOn, after: c.after, downTo: c.downTo, limit: big.limit}, w, nil)
 		if err != nil {
 			return err
 		}
@@ -241,19 +226,14 @@ func (p *Provider) splitInstant(ctx context.Context, from, end time.Time, big *p
 		} else if final {
 			items, side = side, nil
 		}
-		if p.held != nil {
-			p.held(from, end, len(items))
-		}
-		sortItems(items)
+		// A chunk that is not the instant's last is followed by the rest
+		// of the instant: its resubmissions are judged by the failures
+		// from the instant's start, with what was known before it.
+		later, last := from, lastThen
 		if final {
-			err = p.judgeSlice(ctx, items, w, end, w.to)
-		} else {
-			err = p.judgeChunk(ctx, items, w, from, lastThen)
+			later, last = w.rest(end), w.last
 		}
-		if err != nil {
-			return err
-		}
-		if err := emit(items); err != nil {
+		if err := p.deliver(ctx, from, end, items, w, later, last, emit); err != nil {
 			return err
 		}
 	}
@@ -853,36 +833,39 @@ func (p *Provider) refundTotals(ctx context.Context, items []item, refunded map[
 	return nil
 }
 
-// judgeSlice runs retryFacts's two passes over a slice (sorted), the
-// slices before it carried in w.last. A normal resubmission whose answer
-// lies after the slice (judgeResubmissions) is judged by the window's
-// failures after it (failuresAfter), read the first time a slice that is
-// not the window's last has one.
-func (p *Provider) judgeSlice(ctx context.Context, items []item, w *window, end, to time.Time) error {
-	retryFailures(items, w.last)
-	open := judgeResubmissions(items)
-	if len(open) == 0 || !end.Before(to) {
-		return nil
+// rest is where the window's events after a slice ending at end begin:
+// end, or the zero time when the slice is the window's last.
+func (w *window) rest(end time.Time) time.Time {
+	if end.Before(w.to) {
+		return end
 	}
-	return p.judgeLater(ctx, items, open, w, end, w.last)
+	return time.Time{}
 }
 
-// judgeChunk is judgeSlice for a chunk of the instant from that is not
-// its last: the failures after it are read from the instant's start, with
-// each payment's latest failure before it (lastThen), unless the window's
-// were read already.
-func (p *Provider) judgeChunk(ctx context.Context, items []item, w *window, from time.Time, lastThen map[string]int) error {
-	retryFailures(items, w.last)
-	open := judgeResubmissions(items)
-	if len(open) == 0 {
-		return nil
+// deliver hands on a slice's (or a chunk's) items, sorted and judged:
+// retryFacts's two passes, the slices before it carried in w.last. A
+// normal resubmission whose answer lies after the items
+// (judgeResubmissions) is judged by the window's failures from later on
+// (failuresAfter, with each payment's latest failure before later, last),
+// read the first time such a resubmission needs them; a zero later: the
+// items end the window.
+func (p *Provider) deliver(ctx context.Context, from, end time.Time, items []item, w *window, later time.Time, last map[string]int, emit func([]item) error) error {
+	if p.held != nil {
+		p.held(from, end, len(items))
 	}
-	return p.judgeLater(ctx, items, open, w, from, lastThen)
+	sortItems(items)
+	retryFailures(items, w.last)
+	if open := judgeResubmissions(items); len(open) > 0 && !later.IsZero() {
+		if err := p.judgeLater(ctx, items, open, w, later, last); err != nil {
+			return err
+		}
+	}
+	return emit(items)
 }
 
 // judgeLater judges the open resubmissions of items by the window's
-// failures after them, read from `from` on (with each payment's latest
-// failure before it, last) unless they were read already.
+// failures from `from` on (with each payment's latest failure before it,
+// last), unless they were read already.
 func (p *Provider) judgeLater(ctx context.Context, items []item, open []factAt, w *window, from time.Time, last map[string]int) error {
 	if w.failedAfter == nil {
 		later, err := p.failuresAfter(ctx, from, w.to, last)
