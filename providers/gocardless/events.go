@@ -1,6 +1,7 @@
 package gocardless
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,8 +22,14 @@ import (
 const DefaultHold = 10_000
 
 // totalsKept bounds the refunded payments whose totals a window keeps
-// between its slices (refunds are rare; past it, a payment is read again).
-const totalsKept = 4096
+// between its slices (refunds are rare; past it the kept totals are let go,
+// and a refund whose payment's total is no longer kept reads the payment).
+const totalsKept = 16384
+
+// totalsSkew is how long before a payment was read a refund must have been
+// created for that reading to count it: the clocks of GoCardless and of
+// this process may differ. A refund nearer than that reads its payment.
+const totalsSkew = time.Minute
 
 // errOverflow stops a slice's reading once it holds more than the hold.
 var errOverflow = errors.New("gocardless: the slice holds more events than the hold")
@@ -55,6 +62,17 @@ func (p *Provider) eachPage(ctx context.Context, q url.Values, fn func(*eventsPa
 type item struct {
 	ev      reconcile.Event
 	changes []reconcile.Change
+	// total: the item is a refund whose change takes its payment's
+	// amount_refunded (refundTotals, when the item is delivered).
+	total bool
+}
+
+// total is a refunded payment's amounts as GoCardless showed them, and
+// when they were read (the provider's clock).
+type total struct {
+	amount, refunded int64
+	currency         string
+	read             time.Time
 }
 
 // position is where an event sits in the order the window is delivered in:
@@ -81,8 +99,10 @@ type window struct {
 	flagged map[string]bool
 	// last is each payment's latest failure so far (retryFailures).
 	last map[string]int
-	// totals are refunded payments read for their amount_refunded.
-	totals map[string]Payment
+	// totals are the amounts of refunded payments, as linked to the
+	// payment events read so far or read one by one (refundTotals).
+	totals     map[string]total
+	totalsKept int // the most totals kept (totalsKept; tests lower it)
 	// failedAfter is, for each payment that fails finally after the slice
 	// that first needed to know, the position of its latest such failure
 	// (failuresAfter); nil until then.
@@ -116,7 +136,7 @@ type window struct {
 // reading of the whole window.
 func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn func(reconcile.Page) error) error {
 	from, to := ceilMS(lp.Since), ceilMS(lp.Until)
-	w := &window{since: lp.Since, to: to, flagged: map[string]bool{}, last: map[string]int{}, totals: map[string]Payment{},
+	w := &window{since: lp.Since, to: to, flagged: map[string]bool{}, last: map[string]int{}, totals: map[string]total{}, totalsKept: cmp.Or(p.totalsKept, totalsKept),
 		sides: []*side{{rt: "refunds", readTo: from, span: to.Sub(from)}, {rt: "creditors", readTo: from, span: to.Sub(from)}}}
 	span := to.Sub(from)
 	var page reconcile.Page
@@ -672,8 +692,6 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 	if s.past == markPages {
 		marks = pageMarks{limit: limit, ordered: true}
 	}
-	refundPayments := map[string]bool{}
-	var refundItems []int
 	skipped := 0 // events outside [from, end): a server that ignores the filters
 	defer func() {
 		if skipped > 0 {
@@ -689,8 +707,15 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 			}
 		}
 		linked := map[string]Payment{}
+		read := p.now()
 		for _, pm := range pg.Linked.Payments {
 			linked[pm.ID] = pm
+			if pm.AmountRefunded > 0 {
+				// The payment as it is now: its total counts every refund
+				// created before it was read, those of later slices
+				// included.
+				w.keepTotal(pm, read)
+			}
 		}
 		refunds := map[string]Refund{}
 		for _, rf := range pg.Linked.Refunds {
@@ -732,10 +757,7 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 				c, total := refundEventChange(ev, rf, pid)
 				if c.ProviderID != "" {
 					it.changes = []reconcile.Change{c}
-					if total {
-						refundPayments[pid] = true
-						refundItems = append(refundItems, len(r.items))
-					}
+					it.total = total
 				}
 			case "creditors":
 				cs, err := p.bouncedPayout(ctx, ev, w.since)
@@ -786,9 +808,6 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 	case err != nil:
 		return r, err
 	}
-	if err := p.refundTotals(ctx, r.items, refundPayments, refundItems, w); err != nil {
-		return r, err
-	}
 	return r, nil
 }
 
@@ -797,34 +816,66 @@ func more(pg *eventsPage) bool {
 	return pg.Meta.Cursors.After != nil && *pg.Meta.Cursors.After != "" && len(pg.Events) > 0
 }
 
-// refundTotals sets the refunds' changes to their payments' totals: refund
-// events do not carry the payment's total refunded, so each refunded
-// payment is read once (refunds are rare; the window keeps the last
-// totalsKept it read).
-func (p *Provider) refundTotals(ctx context.Context, items []item, refunded map[string]bool, at []int, w *window) error {
-	for pid := range refunded {
-		if _, ok := w.totals[pid]; ok {
+// keepTotal keeps pm's amounts, read at read, for the window's refunds.
+// Past the window's bound the kept totals are let go.
+func (w *window) keepTotal(pm Payment, read time.Time) {
+	if _, ok := w.totals[pm.ID]; !ok && len(w.totals) >= w.totalsKept {
+		clear(w.totals)
+	}
+	w.totals[pm.ID] = total{amount: pm.Amount, refunded: pm.AmountRefunded, currency: strings.ToLower(pm.Currency), read: read}
+}
+
+// counts reports whether t, read at t.read, counts a refund created at at.
+func (t total) counts(at time.Time) bool { return at.Before(t.read.Add(-totalsSkew)) }
+
+// refundTotals sets the refunds' changes among items to their payments'
+// totals: refund events do not carry the payment's total refunded. A
+// payment linked to a payment event of the window, read after the refund
+// was created (by totalsSkew), gives it: the window's refunded payments
+// mostly have payment events before their refunds. Any other refunded
+// payment is read, once (GET /payments/{id}).
+func (p *Provider) refundTotals(ctx context.Context, items []item, w *window) error {
+	var got map[string]total // the items' payments' totals
+	fresh := map[string]bool{}
+	for _, it := range items {
+		if !it.total {
 			continue
 		}
-		var r struct {
-			Payments Payment `json:"payments"`
+		if got == nil {
+			got = map[string]total{}
 		}
-		if err := p.get(ctx, "/payments/"+url.PathEscape(pid), nil, &r); err != nil {
-			return fmt.Errorf("get gocardless payment %s: %w", pid, err)
+		for _, c := range it.changes {
+			pid := c.ProviderID
+			if t, ok := got[pid]; fresh[pid] || ok && t.counts(it.ev.At) {
+				continue
+			}
+			if t, ok := w.totals[pid]; ok && t.counts(it.ev.At) {
+				got[pid] = t
+				continue
+			}
+			var r struct {
+				Payments Payment `json:"payments"`
+			}
+			read := p.now()
+			if err := p.get(ctx, "/payments/"+url.PathEscape(pid), nil, &r); err != nil {
+				return fmt.Errorf("get gocardless payment %s: %w", pid, err)
+			}
+			r.Payments.ID = pid
+			w.keepTotal(r.Payments, read)
+			got[pid], fresh[pid] = w.totals[pid], true
 		}
-		if len(w.totals) >= totalsKept {
-			clear(w.totals)
-		}
-		w.totals[pid] = r.Payments
 	}
-	for _, i := range at {
+	for i := range items {
+		if !items[i].total {
+			continue
+		}
 		for k, c := range items[i].changes {
-			pm := w.totals[c.ProviderID]
+			t := got[c.ProviderID]
 			// GoCardless raises amount_refunded when a refund is created,
 			// not when it is paid: the payment's total is GoCardless's own,
 			// read as of now (a current view).
-			c.AmountRefunded, c.Amount, c.Currency = pm.AmountRefunded, pm.Amount, strings.ToLower(pm.Currency)
-			if pm.Amount > 0 && pm.AmountRefunded >= pm.Amount {
+			c.AmountRefunded, c.Amount, c.Currency = t.refunded, t.amount, t.currency
+			if t.amount > 0 && t.refunded >= t.amount {
 				c.State = models.StateRefunded
 			}
 			items[i].changes[k] = c
@@ -852,6 +903,9 @@ func (w *window) rest(end time.Time) time.Time {
 func (p *Provider) deliver(ctx context.Context, from, end time.Time, items []item, w *window, later time.Time, last map[string]int, emit func([]item) error) error {
 	if p.held != nil {
 		p.held(from, end, len(items))
+	}
+	if err := p.refundTotals(ctx, items, w); err != nil {
+		return err
 	}
 	sortItems(items)
 	retryFailures(items, w.last)

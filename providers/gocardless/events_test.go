@@ -163,9 +163,12 @@ func TestSlicedWindowDeliversTheWholeWindow(t *testing.T) {
 			if hold == 4000 {
 				// A hold of about a third of the month: its slices cost
 				// their payment pages, the sparse refunds and creditors
-				// read ahead (92 requests against 70 when written; ending
-				// their stretches at each slice took 142).
-				assert.LessOrEqual(t, float64(got.requests), 1.4*float64(whole.requests), "requests of a sliced read")
+				// read ahead: 22 requests more than the whole reading
+				// (92 against 70 when written, 48 against 26 since the
+				// refunded payments' totals come from the payment events'
+				// linked payments; ending the side streams' stretches at
+				// each slice took 142 against 70).
+				assert.LessOrEqual(t, got.requests, whole.requests+26, "requests of a sliced read")
 			}
 		})
 	}

@@ -83,9 +83,13 @@ type Provider struct {
 	hold  int
 	// held, when set (tests), is told of each slice of a window the event
 	// path delivered: its bounds and how many events it held.
-	held      func(from, end time.Time, n int)
-	retention time.Duration
-	log       *slog.Logger
+	held func(from, end time.Time, n int)
+	// totalsKept, when set (tests), bounds the refunded payments' totals a
+	// window keeps, in place of totalsKept.
+	totalsKept int
+	retention  time.Duration
+	log        *slog.Logger
+	now        func() time.Time // the transport's clock (Config.Now)
 }
 
 var (
@@ -128,8 +132,11 @@ func New(cfg Config) (*Provider, error) {
 	// No http.Client.Timeout: it would bound every attempt and wait
 	// together and hide why they failed; the transport bounds each attempt
 	// (Timeout) and the request (RequestDeadline).
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Provider{c: &http.Client{Transport: tr}, tr: tr, base: strings.TrimRight(cfg.BaseURL, "/"),
-		token: cfg.AccessToken, page: cfg.PageSize, hold: cfg.Hold, retention: cfg.Retention, log: cfg.Logger}, nil
+		token: cfg.AccessToken, page: cfg.PageSize, hold: cfg.Hold, retention: cfg.Retention, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // Name implements reconcile.Provider.
