@@ -36,19 +36,48 @@ func BenchmarkEndToEndGoCardless(b *testing.B) {
 	}
 }
 
+// BenchmarkRateLimitedGoCardless is BenchmarkRateLimited for GoCardless:
+// about 100,000 events (a month of Bacs payments) at the provider's
+// default pacing (providers.gocardless.requests_per_second, 10), the fake
+// enforcing GoCardless's documented limit of 1,000 requests a minute. At
+// that pacing the requests are the run's wall time: it reports the share
+// of the wall time the request count needs (fraction_of_allowed, DESIGN
+// section 9: at least 0.95), the requests per 100 events and the wall time.
+func BenchmarkRateLimitedGoCardless(b *testing.B) {
+	const rps = 10 // the default pacing (config.go), not set in the config
+	b.StopTimer()
+	var r result
+	for range b.N {
+		r = runGoCardlessPaced(b, 100_000, 0, 1000)
+	}
+	report1(b, r)
+	b.ReportMetric(r.wall.Seconds(), "wall_s")
+	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
+}
+
 // runGoCardless generates about events events into a fresh fake GoCardless
-// and runs the binary over the 31 days before now.
+// and runs the binary over the 31 days before now, pacing lifted.
 func runGoCardless(b *testing.B, events int) result {
+	return runGoCardlessPaced(b, events, 1000, 0)
+}
+
+// runGoCardlessPaced is runGoCardless with the job paced at rps requests/s
+// (0: its default) and the fake limited to perMinute requests a minute (0:
+// no limit).
+func runGoCardlessPaced(b *testing.B, events, rps, perMinute int) result {
 	b.Helper()
 	db := pgtest.New(b)
 	now := time.Now().UTC()
 	fake := gcfake.New(gcfake.Options{Seed: 1})
+	if perMinute > 0 {
+		fake.SetRateLimit(perMinute, time.Minute)
+	}
 	url := fake.Start()
 	b.Cleanup(fake.Close)
 	payments := int(float64(events) / gcEventsPerPayment)
 	fake.Generate(gcfake.GenOptions{Payments: payments, Start: now.Add(-30 * 24 * time.Hour), End: now.Add(-time.Minute), Seed: 7})
 
-	cfg := writeConfig(b, "gocardless", 1000)
+	cfg := writeConfig(b, "gocardless", rps)
 	cmd := exec.Command(binary, "run", "--config", cfg, "--since", now.Add(-31*24*time.Hour).Format(time.RFC3339), "--format", "json")
 	cmd.Env = binaryEnv(db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE="+url)
 	so, se, wall := timedRun(b, cmd)

@@ -135,31 +135,94 @@ type window struct {
 // window are read once (failuresAfter), and the slices agree with one
 // reading of the whole window.
 func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn func(reconcile.Page) error) error {
+	// A slice is handed on while the next is read: emit gives the items of
+	// a slice to a goroutine of their own, which pages them to fn, so that
+	// reading (paced by the provider's rate limit) goes on while fn waits
+	// for the engine to write them. At most two slices are held: the one
+	// being handed on and the one being read.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out := make(chan []item)
+	handed := make(chan error, 1)
+	go func() {
+		pg := pager{lp: lp, size: p.page, fn: fn}
+		var err error
+		for items := range out {
+			if err == nil {
+				if err = pg.add(ctx, items); err != nil {
+					cancel(err)
+				}
+			}
+		}
+		if err == nil {
+			err = pg.flush()
+		}
+		handed <- err
+	}()
+	emit := func(items []item) error {
+		select {
+		case out <- items:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	err := p.readWindow(ctx, lp, emit)
+	close(out)
+	if herr := <-handed; herr != nil {
+		return herr // the reading stopped because fn failed
+	}
+	return err
+}
+
+// pager fills the pages handed to ListChanges's callback.
+type pager struct {
+	lp   reconcile.ListParams
+	size int
+	fn   func(reconcile.Page) error
+	page reconcile.Page
+}
+
+// add adds items to the page being filled, handing each full page on.
+// Each item is let go once its page holds it (the page copies its
+// changes), so that a slice's memory is freed as it is handed on.
+func (pg *pager) add(ctx context.Context, items []item) error {
+	for i, it := range items {
+		items[i] = item{}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if pg.lp.After != "" && !after(it.ev, pg.lp.AfterAt, pg.lp.After) {
+			continue // committed by the run this one resumes
+		}
+		pg.page.Events = append(pg.page.Events, it.ev)
+		pg.page.Changes = append(pg.page.Changes, it.changes...)
+		pg.page.Cursor, pg.page.CursorAt = it.ev.ID, it.ev.At
+		if len(pg.page.Events) >= pg.size {
+			if err := pg.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// flush hands on the page being filled, if it holds anything.
+func (pg *pager) flush() error {
+	if len(pg.page.Events) == 0 {
+		return nil
+	}
+	page := pg.page
+	pg.page = reconcile.Page{}
+	return pg.fn(page)
+}
+
+// readWindow reads the window slice by slice and hands each on (emit).
+func (p *Provider) readWindow(ctx context.Context, lp reconcile.ListParams, emit func([]item) error) error {
 	from, to := ceilMS(lp.Since), ceilMS(lp.Until)
 	w := &window{since: lp.Since, to: to, flagged: map[string]bool{}, last: map[string]int{}, totals: map[string]total{}, totalsKept: cmp.Or(p.totalsKept, totalsKept),
 		sides: []*side{{rt: "refunds", readTo: from, span: to.Sub(from)}, {rt: "creditors", readTo: from, span: to.Sub(from)}}}
 	span := to.Sub(from)
-	var page reconcile.Page
-	emit := func(items []item) error {
-		for _, it := range items {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if lp.After != "" && !after(it.ev, lp.AfterAt, lp.After) {
-				continue // committed by the run this one resumes
-			}
-			page.Events = append(page.Events, it.ev)
-			page.Changes = append(page.Changes, it.changes...)
-			page.Cursor, page.CursorAt = it.ev.ID, it.ev.At
-			if len(page.Events) >= p.page {
-				if err := fn(page); err != nil {
-					return err
-				}
-				page = reconcile.Page{}
-			}
-		}
-		return nil
-	}
 	for from.Before(to) {
 		end, profiled := w.plan(from, to, span, p.hold*3/4)
 		items, over, big, err := p.slice(ctx, from, end, w)
@@ -179,18 +242,16 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			from = end
 			continue
 		}
+		n := len(items)
 		if err := p.deliver(ctx, from, end, items, w, w.rest(end), w.last, emit); err != nil {
 			return err
 		}
 		if !profiled {
 			// A slice cut by what a given-up slice read, an instant among
 			// them, says nothing new of the density.
-			span = longer(end.Sub(from), len(items), p.hold)
+			span = longer(end.Sub(from), n, p.hold)
 		}
 		from = end
-	}
-	if len(page.Events) > 0 {
-		return fn(page)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package gocardless
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -382,4 +383,62 @@ func TestSlicedWindowFromAServerThatIgnoresTheFilters(t *testing.T) {
 		got := ignoring.list(t, hold, 500, lp)
 		require.Equal(t, want.pages, got.pages, "hold %d", hold)
 	}
+}
+
+// TestReadingGoesOnWhileAPageIsHandedOn: the engine's callback blocks
+// while it writes a batch; the provider reads the next slice meanwhile
+// (at a provider's pacing, the requests are the run's wall time). The
+// first page's callback waits until the provider has made more requests;
+// without the overlap it would wait forever. A callback that fails stops
+// the reading, and its error is returned.
+func TestReadingGoesOnWhileAPageIsHandedOn(t *testing.T) {
+	t.Parallel()
+	w := newSlicedWorld(t, 600)
+	whole := w.list(t, 1<<30, 500, w.lp)
+
+	p, err := New(Config{AccessToken: "sandbox_overlap", BaseURL: w.url, Hold: 200, PageSize: 100})
+	require.NoError(t, err)
+	var pages []reconcile.Page
+	require.NoError(t, p.ListChanges(context.Background(), w.lp, func(pg reconcile.Page) error {
+		if len(pages) == 0 {
+			at := p.Requests()
+			deadline := time.Now().Add(10 * time.Second)
+			for p.Requests() <= at+2 {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("no request while the first page was handed on (%d requests)", at)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		pages = append(pages, pg)
+		return nil
+	}))
+	var events, wholeEvents []string
+	for _, pg := range pages {
+		for _, e := range pg.Events {
+			events = append(events, e.ID)
+		}
+	}
+	for _, pg := range whole.pages {
+		for _, e := range pg.Events {
+			wholeEvents = append(wholeEvents, e.ID)
+		}
+	}
+	require.Equal(t, wholeEvents, events, "the same events in the same order as one reading of the whole window")
+
+	stop := errors.New("the engine failed")
+	p, err = New(Config{AccessToken: "sandbox_overlap", BaseURL: w.url, Hold: 200, PageSize: 100})
+	require.NoError(t, err)
+	calls := 0
+	err = p.ListChanges(context.Background(), w.lp, func(reconcile.Page) error {
+		calls++
+		if calls == 2 {
+			return stop
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, stop)
+	assert.Equal(t, 2, calls, "no page is handed on after the callback failed")
+	sliced := w.list(t, 200, 100, w.lp)
+	assert.Less(t, p.Requests(), sliced.requests, "the reading stopped when the callback failed")
 }
