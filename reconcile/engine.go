@@ -335,6 +335,10 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 		run.Error = &msg
 	}
 	run.APIRequests = o.Provider.Requests()
+	drift, derr := h.st.DriftCounts(wctx, run.ID)
+	if derr != nil {
+		runErr = errors.Join(runErr, derr)
+	}
 	{
 		notes := map[string]any{}
 		_ = json.Unmarshal(run.Notes, &notes)
@@ -346,13 +350,16 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 			l["api_requests"] = e.listRequests
 			l["synthetic_events"] = e.listSynthetic
 		}
+		if derr == nil {
+			// The run's items by kind and action, as written: a finished
+			// run's items never change, so its report reads them here
+			// instead of counting them again (report.LoadTotals).
+			notes[DriftCountsNote] = driftCountsNote(drift)
+		}
 		run.Notes, _ = json.Marshal(notes)
 	}
 	res := Result{Run: *run, DBRoundTrips: h.trips.Load(), Drift: map[DriftKey]int64{}, Totals: e.tot.Sorted()}
-	drift, err := h.st.DriftCounts(wctx, run.ID)
-	if err != nil {
-		runErr = errors.Join(runErr, err)
-	}
+	var err error
 	for _, d := range drift {
 		res.Drift[DriftKey{Kind: d.Kind, Action: d.Action}] = d.N
 	}
@@ -395,6 +402,18 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 		"delivered", res.Run.Delivered, "refused", res.Run.Refused, "synthetic_events", res.Run.SyntheticEvents, "api_requests", res.Run.APIRequests,
 		"db_round_trips", res.DBRoundTrips, "duration", fin.Sub(run.StartedAt))
 	return res, runErr
+}
+
+// DriftCountsNote is the key of a finished run's notes that holds its
+// drift items' counts by kind and action (store.DriftCount's fields).
+const DriftCountsNote = "drift_counts"
+
+func driftCountsNote(counts []store.DriftCount) []map[string]any {
+	out := make([]map[string]any, 0, len(counts))
+	for _, c := range counts {
+		out = append(out, map[string]any{"kind": c.Kind, "action": c.Action, "n": c.N})
+	}
+	return out
 }
 
 type window struct {

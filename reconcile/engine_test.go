@@ -335,6 +335,25 @@ func TestMismatchReportedStateStillMoves(t *testing.T) {
 		require.Equal(t, "eur", p.Currency)
 		require.ElementsMatch(t, []string{"mismatch/reported", "behind/repaired"}, itemKinds(e.items(res.Run.ID)))
 		e.verifyExplained(pi)
+
+		// The run's notes count its items by kind and action, as its
+		// report reads them (report.LoadTotals).
+		var notes struct {
+			Counts []struct {
+				Kind, Action string
+				N            int64
+			} `json:"drift_counts"`
+		}
+		require.NoError(t, json.Unmarshal(res.Run.Notes, &notes))
+		got := map[string]int64{}
+		for _, c := range notes.Counts {
+			got[c.Kind+"/"+c.Action] = c.N
+		}
+		require.Equal(t, map[string]int64{"mismatch/reported": 1, "behind/repaired": 1}, got)
+		require.Len(t, res.Drift, 2)
+		for k, n := range res.Drift {
+			require.Equal(t, n, got[k.Kind+"/"+k.Action], "the result's counts are the notes'")
+		}
 	})
 }
 

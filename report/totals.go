@@ -252,14 +252,23 @@ func (t *Totals) Lines() []CurrencyTotals {
 // countItems counts the run's items that show a row differing from the
 // provider, and the mismatch items' amount differences.
 func (t *Totals) countItems(ctx context.Context, db *gorm.DB, st store.Store, r models.Run) error {
-	counts, err := st.DriftCounts(ctx, r.ID)
-	if err != nil {
-		return err
+	counts, ok := noteCounts(r)
+	if !ok {
+		var err error
+		if counts, err = st.DriftCounts(ctx, r.ID); err != nil {
+			return err
+		}
 	}
+	mismatches := false
 	for _, c := range counts {
-		if c.Kind != models.KindMismatch && differs(c.Kind, c.Action, r.DryRun) {
+		if c.Kind == models.KindMismatch {
+			mismatches = mismatches || c.N > 0
+		} else if differs(c.Kind, c.Action, r.DryRun) {
 			t.DifferingItems += c.N // mismatch items are counted one by one below
 		}
+	}
+	if !mismatches {
+		return nil
 	}
 	diffs := map[string]*CurrencyAmount{}
 	var last int64
@@ -284,6 +293,37 @@ func (t *Totals) countItems(ctx context.Context, db *gorm.DB, st store.Store, r 
 	}
 	t.AmountDifferences = sortedDiffs(diffs)
 	return nil
+}
+
+// noteCounts is a finished run's items counted by kind and action, as
+// the run recorded them when it ended (reconcile.DriftCountsNote): its
+// items never change afterwards. A run without them (still running, ended
+// by another run, or recorded before they were) is counted from its items.
+func noteCounts(r models.Run) ([]store.DriftCount, bool) {
+	if r.Status == models.RunRunning {
+		return nil, false
+	}
+	var notes map[string]json.RawMessage
+	if json.Unmarshal(r.Notes, &notes) != nil {
+		return nil, false
+	}
+	raw, ok := notes[reconcile.DriftCountsNote]
+	if !ok {
+		return nil, false
+	}
+	var cs []struct {
+		Kind   string `json:"kind"`
+		Action string `json:"action"`
+		N      int64  `json:"n"`
+	}
+	if json.Unmarshal(raw, &cs) != nil {
+		return nil, false
+	}
+	out := make([]store.DriftCount, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, store.DriftCount{Kind: c.Kind, Action: c.Action, N: c.N})
+	}
+	return out, true
 }
 
 func addDiff(diffs map[string]*CurrencyAmount, d map[string]any) {

@@ -13,8 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reconciler/reconciler/internal/dbopen"
 	"github.com/reconciler/reconciler/internal/pgtest"
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/reconcile"
 )
 
 // totalsWorld is a PostgreSQL database with one run's window of payments:
@@ -131,6 +133,49 @@ func TestReportTotalsFromRows(t *testing.T) {
 	assert.False(t, tt.Flagged)
 	assert.Empty(t, tt.Flag)
 	assert.Len(t, tt.Rows, 2)
+}
+
+// TestReportTotalsFromTheRunsOwnCounts: a finished run records its items'
+// counts by kind and action in its notes (reconcile.DriftCountsNote), and
+// the totals read them instead of counting the items again; the totals are
+// the same. A run still running, or one without the note, is counted from
+// its items. A run whose counts show no mismatch item reads none.
+func TestReportTotalsFromTheRunsOwnCounts(t *testing.T) {
+	w := newTotalsWorld(t)
+	ctx := context.Background()
+	counted, err := LoadTotals(ctx, w.db.DB, w.real)
+	require.NoError(t, err)
+	counts, err := dbopen.Store(w.db.DB, nil).DriftCounts(ctx, w.real.ID)
+	require.NoError(t, err)
+	noted := w.real
+	var cs []map[string]any
+	for _, c := range counts {
+		cs = append(cs, map[string]any{"kind": c.Kind, "action": c.Action, "n": c.N})
+	}
+	b, err := json.Marshal(map[string]any{reconcile.DriftCountsNote: cs})
+	require.NoError(t, err)
+	noted.Notes = models.JSON(b)
+	fromNotes, err := LoadTotals(ctx, w.db.DB, noted)
+	require.NoError(t, err)
+	assert.Equal(t, counted.DifferingItems, fromNotes.DifferingItems)
+	assert.Equal(t, counted.AmountDifferences, fromNotes.AmountDifferences)
+	assert.Equal(t, counted.Flag, fromNotes.Flag)
+
+	// Counts that are not the items' show which were read: a run still
+	// running is counted from its items whatever its notes say.
+	b, err = json.Marshal(map[string]any{reconcile.DriftCountsNote: []map[string]any{{"kind": models.KindConflict, "action": models.ActionRefused, "n": 40}}})
+	require.NoError(t, err)
+	bogus := w.real
+	bogus.Notes = models.JSON(b)
+	fromBogus, err := LoadTotals(ctx, w.db.DB, bogus)
+	require.NoError(t, err)
+	assert.Equal(t, int64(40), fromBogus.DifferingItems, "a finished run's own counts are read")
+	assert.Empty(t, fromBogus.AmountDifferences, "no mismatch item counted: none read")
+	bogus.Status = models.RunRunning
+	running, err := LoadTotals(ctx, w.db.DB, bogus)
+	require.NoError(t, err)
+	assert.Equal(t, counted.DifferingItems, running.DifferingItems, "a running run's items are counted")
+	assert.Equal(t, counted.AmountDifferences, running.AmountDifferences)
 }
 
 // Every format carries the totals, flagged before the first item, and a
