@@ -267,10 +267,19 @@ func (t *Totals) countItems(ctx context.Context, db *gorm.DB, st store.Store, r 
 			t.DifferingItems += c.N // mismatch items are counted one by one below
 		}
 	}
-	if !mismatches {
-		return nil
-	}
 	diffs := map[string]*CurrencyAmount{}
+	if mismatches {
+		if err := t.readMismatches(ctx, db, r, diffs); err != nil {
+			return err
+		}
+	}
+	t.AmountDifferences = sortedDiffs(diffs)
+	return nil
+}
+
+// readMismatches counts the run's mismatch items that show a row differing
+// from the provider, and adds their amount differences to diffs.
+func (t *Totals) readMismatches(ctx context.Context, db *gorm.DB, r models.Run, diffs map[string]*CurrencyAmount) error {
 	var last int64
 	for {
 		var batch []models.DriftItem
@@ -291,7 +300,6 @@ func (t *Totals) countItems(ctx context.Context, db *gorm.DB, st store.Store, r 
 		}
 		last = batch[len(batch)-1].ID
 	}
-	t.AmountDifferences = sortedDiffs(diffs)
 	return nil
 }
 

@@ -171,6 +171,9 @@ func TestReportTotalsFromTheRunsOwnCounts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(40), fromBogus.DifferingItems, "a finished run's own counts are read")
 	assert.Empty(t, fromBogus.AmountDifferences, "no mismatch item counted: none read")
+	js, err := json.Marshal(fromBogus)
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"amount_differences":[]`, "no difference is an empty list, as before, not null")
 	bogus.Status = models.RunRunning
 	running, err := LoadTotals(ctx, w.db.DB, bogus)
 	require.NoError(t, err)
