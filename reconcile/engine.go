@@ -354,7 +354,7 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 			// The run's items by kind and action, as written: a finished
 			// run's items never change, so its report reads them here
 			// instead of counting them again (report.LoadTotals).
-			notes[DriftCountsNote] = driftCountsNote(drift)
+			notes[DriftCountsNote] = append([]store.DriftCount{}, drift...) // [] when none
 		}
 		run.Notes, _ = json.Marshal(notes)
 	}
@@ -405,16 +405,8 @@ func (h *Handle) Execute(ctx context.Context) (Result, error) {
 }
 
 // DriftCountsNote is the key of a finished run's notes that holds its
-// drift items' counts by kind and action (store.DriftCount's fields).
+// drift items' counts by kind and action (store.DriftCount, as JSON).
 const DriftCountsNote = "drift_counts"
-
-func driftCountsNote(counts []store.DriftCount) []map[string]any {
-	out := make([]map[string]any, 0, len(counts))
-	for _, c := range counts {
-		out = append(out, map[string]any{"kind": c.Kind, "action": c.Action, "n": c.N})
-	}
-	return out
-}
 
 type window struct {
 	since, until time.Time

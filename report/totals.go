@@ -319,19 +319,11 @@ func noteCounts(r models.Run) ([]store.DriftCount, bool) {
 	if !ok {
 		return nil, false
 	}
-	var cs []struct {
-		Kind   string `json:"kind"`
-		Action string `json:"action"`
-		N      int64  `json:"n"`
-	}
-	if json.Unmarshal(raw, &cs) != nil {
+	var counts []store.DriftCount
+	if json.Unmarshal(raw, &counts) != nil {
 		return nil, false
 	}
-	out := make([]store.DriftCount, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, store.DriftCount{Kind: c.Kind, Action: c.Action, N: c.N})
-	}
-	return out, true
+	return counts, true
 }
 
 func addDiff(diffs map[string]*CurrencyAmount, d map[string]any) {

@@ -320,8 +320,9 @@ type Progress struct {
 
 // DriftCount is the number of a run's items of one kind and action.
 type DriftCount struct {
-	Kind, Action string
-	N            int64
+	Kind   string `json:"kind"`
+	Action string `json:"action"`
+	N      int64  `json:"n"`
 }
 
 // RunQuery selects runs.
