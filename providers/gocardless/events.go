@@ -46,9 +46,14 @@ func (e pageError) Unwrap() error { return e.err }
 func (p *Provider) eachPage(ctx context.Context, q url.Values, fn func(*eventsPage) error) error {
 	for {
 		var pg eventsPage
-		if err := p.get(ctx, "/events", q, &pg); err != nil {
+		body, err := p.getBody(ctx, "/events", q)
+		if err != nil {
 			return pageError{err}
 		}
+		if err := json.Unmarshal(body, &pg); err != nil {
+			return pageError{fmt.Errorf("gocardless: decode /events: %w", err)}
+		}
+		pg.body, pg.read = body, p.now()
 		if err := fn(&pg); err != nil {
 			return err
 		}
@@ -114,6 +119,9 @@ type window struct {
 	// window's end.
 	sides []*side
 	to    time.Time
+	// sp keeps the pages of the slice being read, and of the slices given
+	// up whose stretches are still to come (spill); nil without one.
+	sp *spill
 }
 
 // ListChanges implements reconcile.Provider. GoCardless lists newest first
@@ -222,6 +230,11 @@ func (p *Provider) readWindow(ctx context.Context, lp reconcile.ListParams, emit
 	from, to := ceilMS(lp.Since), ceilMS(lp.Until)
 	w := &window{since: lp.Since, to: to, flagged: map[string]bool{}, last: map[string]int{}, totals: map[string]total{}, totalsKept: cmp.Or(p.totalsKept, totalsKept),
 		sides: []*side{{rt: "refunds", readTo: from, span: to.Sub(from)}, {rt: "creditors", readTo: from, span: to.Sub(from)}}}
+	var spillErr error
+	if most := cmp.Or(p.spillMax, DefaultSpillMax); most > 0 {
+		w.sp, spillErr = openSpill(p.spillDir, most)
+		defer w.sp.close()
+	}
 	span := to.Sub(from)
 	for from.Before(to) {
 		end, profiled := w.plan(from, to, span, p.hold*3/4)
@@ -230,6 +243,11 @@ func (p *Provider) readWindow(ctx context.Context, lp reconcile.ListParams, emit
 			return err
 		}
 		if over != nil {
+			if spillErr != nil {
+				p.log.Warn("gocardless could not spill a slice's pages to disk; the slices given up are read again from GoCardless",
+					"error", spillErr)
+				spillErr = nil
+			}
 			span = w.learn(from, end, over, p.hold)
 			p.log.Debug("gocardless window slice too large; reading it in shorter slices",
 				"from", from, "until", end, "events", over.n, "next_span", span)
@@ -329,6 +347,7 @@ type overflow struct {
 	n        int
 	lo, hi   time.Time
 	payments []time.Time
+	spilled  *spillRegion // its pages, when kept (spill)
 }
 
 // known is a stretch [from, to) of the window whose payment events'
@@ -337,6 +356,9 @@ type overflow struct {
 type known struct {
 	from, to time.Time
 	times    []time.Time
+	// spill: the given-up slice's pages, every payment event of the
+	// stretch among them, read from instead of GoCardless (nil: none).
+	spill *spillRegion
 	// instant: a millisecond read in part (how many events it holds is
 	// not known), a slice of its own.
 	instant bool
@@ -349,6 +371,7 @@ type known struct {
 // profiled reports that case.
 func (w *window) plan(from, to time.Time, span time.Duration, target int) (end time.Time, profiled bool) {
 	for len(w.known) > 0 && !w.known[0].to.After(from) {
+		w.sp.release(w.known[0].spill)
 		w.known = w.known[1:]
 	}
 	end = to
@@ -407,6 +430,7 @@ func (w *window) learn(from, end time.Time, o *overflow, hold int) time.Duration
 	prev := end.Sub(from)
 	desc := len(o.payments) > 0 && slices.IsSortedFunc(o.payments, func(a, b time.Time) int { return b.Compare(a) })
 	if !desc || len(w.known) >= maxKnown {
+		w.sp.release(o.spilled)
 		return o.shorter(prev, hold)
 	}
 	lo := o.payments[len(o.payments)-1]
@@ -422,7 +446,9 @@ func (w *window) learn(from, end time.Time, o *overflow, hold int) time.Duration
 	next := lo.Add(time.Millisecond)
 	add := []known{{from: lo, to: next, instant: true}}
 	if next.Before(end) {
-		add = append(add, known{from: next, to: end, times: times})
+		add = append(add, known{from: next, to: end, times: times, spill: o.spilled})
+	} else {
+		w.sp.release(o.spilled)
 	}
 	// Stretches that [from, end) runs into (it was planned through them,
 	// yet its events passed the hold: they were not all there was) give
@@ -431,13 +457,15 @@ func (w *window) learn(from, end time.Time, o *overflow, hold int) time.Duration
 		k := w.known[0]
 		w.known = w.known[1:]
 		if k.to.After(end) && !k.instant {
-			rest := known{from: end, to: k.to}
+			rest := known{from: end, to: k.to, spill: k.spill}
 			for _, t := range k.times {
 				if !t.Before(end) {
 					rest.times = append(rest.times, t)
 				}
 			}
 			w.known = append([]known{rest}, w.known...)
+		} else {
+			w.sp.release(k.spill)
 		}
 	}
 	w.known = append(add, w.known...)
@@ -497,7 +525,7 @@ func (p *Provider) slice(ctx context.Context, from, end time.Time, w *window) ([
 		if r.big != nil {
 			return nil, nil, r.big, nil
 		}
-		return nil, &overflow{n: len(r.items), lo: r.lo, hi: r.hi, payments: r.times}, nil, nil
+		return nil, &overflow{n: len(r.items), lo: r.lo, hi: r.hi, payments: r.times, spilled: r.spilled}, nil, nil
 	}
 	items, err := p.sidesUpTo(ctx, r.items, end, w)
 	if err != nil {
@@ -597,6 +625,9 @@ type typeRead struct {
 	lo, hi time.Time   // the times read
 	over   bool        // given up past the cap
 	big    *pageMarks  // an instant past the cap, its pages marked (markPages)
+	// spilled: the pages of a stretch given up, kept in the window's
+	// spill (nil when there is none, or they did not fit).
+	spilled *spillRegion
 }
 
 // past is what listType does once a stretch holds more than its cap.
@@ -760,15 +791,25 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 				"resource_type", rt, "from", s.from, "until", s.end, "events", skipped)
 		}
 	}()
-	err := p.eachPage(ctx, q, func(pg *eventsPage) error {
+	// A slice's payment events are spilled as they are read, or, inside
+	// stretches a slice given up read whole, read back from the spill.
+	var region *spillRegion
+	var replay []known
+	if rt == "payments" && s.past == giveUp && s.after == "" {
+		if replay = w.spilled(s.from, s.end); replay == nil {
+			region = w.sp.begin()
+		}
+	}
+	err := p.pages(ctx, q, replay, w.sp, func(pg *eventsPage) error {
 		if s.past == markPages {
 			marks.page(q.Get("after"))
 			if r.big != nil {
 				return marks.ids(pg.Events, s) // past the hold: only the pages' marks
 			}
 		}
+		var plo, phi time.Time // the page's events in [from, end), for the spill
 		linked := map[string]Payment{}
-		read := p.now()
+		read := pg.read
 		for _, pm := range pg.Linked.Payments {
 			linked[pm.ID] = pm
 			if pm.AmountRefunded > 0 {
@@ -788,10 +829,16 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 				return fmt.Errorf("decode gocardless event: %w", err)
 			}
 			it := item{ev: reconcile.Event{ID: ev.ID, Type: ev.ResourceType + "." + ev.Action, At: ev.CreatedAt.UTC(), Payload: raw}}
-			if !s.holds(it.ev.At) {
-				skipped++
+			if !s.holds(it.ev.At) || pg.replayed && !pg.within.holds(it.ev.At) {
+				if !pg.replayed {
+					skipped++
+				}
 				continue
 			}
+			if plo.IsZero() || it.ev.At.Before(plo) {
+				plo = it.ev.At
+			}
+			phi = maxTime(phi, it.ev.At)
 			pos := position{it.ev.At, it.ev.ID}
 			if s.downTo != (position{}) && s.downTo.after(pos) {
 				return errChunkRead // the chunk's oldest event was read
@@ -838,6 +885,7 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 				return errChunkRead
 			}
 		}
+		w.sp.add(region, pg.body, pg.read, plo, phi)
 		if len(r.items) > s.capN {
 			switch s.past {
 			case giveUp:
@@ -854,6 +902,11 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 		return nil
 	})
 	var pe pageError
+	if errors.Is(err, errOverflow) && w.sp.keep(region) {
+		r.spilled = region
+	} else {
+		w.sp.drop(region)
+	}
 	switch {
 	case errors.Is(err, errOverflow):
 		r.over = true
@@ -870,6 +923,53 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 		return r, err
 	}
 	return r, nil
+}
+
+// pages hands fn the pages of q (eachPage); or, when replay names the
+// stretches, kept in sp, that hold every payment event q asks for, their
+// pages as spilled, newest first, each limited to its stretch.
+func (p *Provider) pages(ctx context.Context, q url.Values, replay []known, sp *spill, fn func(*eventsPage) error) error {
+	if replay == nil {
+		return p.eachPage(ctx, q, fn)
+	}
+	for i := len(replay) - 1; i >= 0; i-- {
+		k := replay[i]
+		err := sp.pages(k.spill, k.from, k.to, func(pg *eventsPage) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			pg.within = stretch{from: k.from, end: k.to}
+			return fn(pg)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// spilled returns the known stretches, in order, that cover [from, end)
+// one after another with their pages spilled; nil when they do not.
+func (w *window) spilled(from, end time.Time) []known {
+	if w.sp == nil {
+		return nil
+	}
+	var out []known
+	at := from
+	for _, k := range w.known {
+		if !k.to.After(at) {
+			continue
+		}
+		if k.instant || k.spill == nil || k.from.After(at) {
+			return nil
+		}
+		out = append(out, k)
+		if !k.to.Before(end) {
+			return out
+		}
+		at = k.to
+	}
+	return nil
 }
 
 // more reports whether a list has pages after pg.

@@ -398,6 +398,9 @@ func TestReadingGoesOnWhileAPageIsHandedOn(t *testing.T) {
 
 	p, err := New(Config{AccessToken: "sandbox_overlap", BaseURL: w.url, Hold: 200, PageSize: 100})
 	require.NoError(t, err)
+	// Without a spill: the slice read meanwhile must ask GoCardless, not
+	// read a slice given up back from disk.
+	p.spillMax = -1
 	var pages []reconcile.Page
 	require.NoError(t, p.ListChanges(context.Background(), w.lp, func(pg reconcile.Page) error {
 		if len(pages) == 0 {

@@ -87,6 +87,11 @@ type Provider struct {
 	// totalsKept, when set (tests), bounds the refunded payments' totals a
 	// window keeps, in place of totalsKept.
 	totalsKept int
+	// spillDir and spillMax, when set (tests), are where the event path
+	// spills a slice's pages (os.TempDir when empty) and the most it
+	// spills (DefaultSpillMax when 0; below 0, no spill).
+	spillDir   string
+	spillMax   int64
 	retention  time.Duration
 	log        *slog.Logger
 	now        func() time.Time // the transport's clock (Config.Now)
@@ -206,13 +211,25 @@ func (e *APIError) Error() string {
 
 // get fetches path with query into v.
 func (p *Provider) get(ctx context.Context, path string, q url.Values, v any) error {
+	body, err := p.getBody(ctx, path, q)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("gocardless: decode %s: %w", path, err)
+	}
+	return nil
+}
+
+// getBody is get's answer, undecoded.
+func (p *Provider) getBody(ctx context.Context, path string, q url.Values) ([]byte, error) {
 	u := p.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+p.token)
 	req.Header.Set("GoCardless-Version", Version)
@@ -222,23 +239,20 @@ func (p *Provider) get(ctx context.Context, path string, q url.Values, v any) er
 	if errors.As(err, &re) {
 		// The retry policy gave up: its error names the request, the
 		// attempts and the last answer or error.
-		return fmt.Errorf("gocardless: %w", re)
+		return nil, fmt.Errorf("gocardless: %w", re)
 	}
 	if err != nil {
-		return fmt.Errorf("gocardless: GET %s: %w", path, redact(err, p.token))
+		return nil, fmt.Errorf("gocardless: GET %s: %w", path, redact(err, p.token))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("gocardless: read %s: %w", path, err)
+		return nil, fmt.Errorf("gocardless: read %s: %w", path, err)
 	}
 	if resp.StatusCode >= 300 {
-		return apiError(resp.StatusCode, body)
+		return nil, apiError(resp.StatusCode, body)
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("gocardless: decode %s: %w", path, err)
-	}
-	return nil
+	return body, nil
 }
 
 // describe words an error answer the transport gave up on as GoCardless's
@@ -358,6 +372,15 @@ type eventsPage struct {
 			After *string `json:"after"`
 		} `json:"cursors"`
 	} `json:"meta"`
+	// body is the page as GoCardless answered it, and read when (the
+	// provider's clock); replayed: the page was read again from a spill,
+	// not from GoCardless (eachPage, spill.pages).
+	body     []byte
+	read     time.Time
+	replayed bool
+	// within: a page read from a spill holds the events of its stretch
+	// (from, end) alone.
+	within stretch
 }
 
 // msCeil rounds t up to the millisecond: GoCardless times are milliseconds,

@@ -1,0 +1,203 @@
+package gocardless
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconciler/reconciler/reconcile"
+)
+
+// listedTimes counts, through a proxy in front of the fake, how often
+// each payment event was listed with its payment (the pages a slice reads;
+// an instant's pages marked past the hold are listed without it).
+type listedTimes struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (l *listedTimes) proxy(t *testing.T, next http.Handler) string {
+	t.Helper()
+	l.seen = map[string]int{}
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.URL.Path != "/events" || q.Get("resource_type") != "payments" || q.Get("include") != "payment" || q.Get("action") != "" {
+			next.ServeHTTP(rw, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		var pg struct {
+			Events []struct {
+				ID string `json:"id"`
+			} `json:"events"`
+		}
+		if json.Unmarshal(rec.Body.Bytes(), &pg) == nil {
+			l.mu.Lock()
+			for _, e := range pg.Events {
+				l.seen[e.ID]++
+			}
+			l.mu.Unlock()
+		}
+		for k, v := range rec.Header() {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(rec.Code)
+		_, _ = rw.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// again is how many payment events were listed with their payment more
+// than once, and the most times one was.
+func (l *listedTimes) again() (n, most int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.seen {
+		if c > 1 {
+			n++
+		}
+		most = max(most, c)
+	}
+	return n, most
+}
+
+// TestSlicesGivenUpAreReadBackFromTheSpill: a slice given up (its payment
+// events passed the hold) read every payment event of the stretch it
+// covered; those pages are kept on disk, and the shorter slices through
+// that stretch read them from there rather than asking GoCardless again.
+// The window's pages are those of one whole reading with the spill, with
+// no spill (a directory that cannot hold one, or the feature off) and with
+// a spill too small to keep a slice. With the spill, far fewer payment
+// events are listed twice (those left are the instants a slice was given
+// up in, read in part, then as slices of their own), none more than twice,
+// and the requests fall.
+func TestSlicesGivenUpAreReadBackFromTheSpill(t *testing.T) {
+	t.Parallel()
+	w := newSlicedWorld(t, 3000)
+	whole := w.list(t, 1<<30, 500, w.lp)
+
+	type run struct {
+		requests    int64
+		again, most int
+		log         string
+	}
+	read := func(t *testing.T, hold int, dir string, most int64) run {
+		t.Helper()
+		var lt listedTimes
+		var logs bytes.Buffer
+		p, err := New(Config{AccessToken: "sandbox_spill", BaseURL: lt.proxy(t, w.server.Handler()), Hold: hold, PageSize: 100,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		require.NoError(t, err)
+		p.spillDir, p.spillMax = dir, most
+		var pages []reconcile.Page
+		require.NoError(t, p.ListChanges(context.Background(), w.lp, func(pg reconcile.Page) error {
+			// The spill's file is unlinked from the start: nothing to
+			// clean up, whatever ends the process. (The callback runs on
+			// the provider's goroutine: it returns its failure.)
+			if left, err := os.ReadDir(dir); err == nil && len(left) > 0 {
+				return fmt.Errorf("the spill's file is visible in its directory: %s", left[0].Name())
+			}
+			pages = append(pages, pg)
+			return nil
+		}))
+		// The same events, changes and cursors as one whole reading (whose
+		// pages are 500 events long: compare the events in order).
+		var got, want []reconcile.Event
+		var gotC, wantC []reconcile.Change
+		for _, pg := range pages {
+			got, gotC = append(got, pg.Events...), append(gotC, pg.Changes...)
+		}
+		for _, pg := range whole.pages {
+			want, wantC = append(want, pg.Events...), append(wantC, pg.Changes...)
+		}
+		require.Equal(t, want, got)
+		require.Equal(t, wantC, gotC)
+		r := run{requests: p.Requests(), log: logs.String()}
+		r.again, r.most = lt.again()
+		return r
+	}
+	for _, hold := range []int{333, 1500} {
+		dir := t.TempDir()
+		spilled := read(t, hold, dir, 0)
+		off := read(t, hold, "", -1)
+		unwritable := read(t, hold, filepath.Join(dir, "missing"), 0)
+		small := read(t, hold, t.TempDir(), 64<<10) // less than a slice's pages
+		t.Logf("hold %d: requests %d with the spill, %d without, %d spill too small; events listed again %d (at most %d times) with, %d (at most %d) without",
+			hold, spilled.requests, off.requests, small.requests, spilled.again, spilled.most, off.again, off.most)
+
+		require.Positive(t, off.again, "hold %d: no slice was given up: the month does not test the spill", hold)
+		assert.LessOrEqual(t, spilled.most, 2, "hold %d: with the spill, a payment event listed more than twice", hold)
+		assert.Less(t, spilled.again*4, off.again, "hold %d: events listed again with the spill", hold)
+		assert.Less(t, spilled.requests, off.requests, "hold %d", hold)
+		assert.Equal(t, off.requests, unwritable.requests, "hold %d: no spill file, every slice from GoCardless", hold)
+		assert.Contains(t, unwritable.log, "could not spill", "hold %d: the missing spill is said", hold)
+		assert.NotContains(t, spilled.log, "could not spill")
+		assert.Equal(t, off.requests, small.requests, "hold %d: a spill too small to keep a slice's pages keeps none", hold)
+		assert.NotContains(t, spilled.log+unwritable.log, "sandbox_spill", "the token in a log line")
+	}
+}
+
+// TestSpillKeepsWithinItsBound: a region whose pages pass the bound is
+// let go whole, the file cut back; regions released last first give the
+// file's space back.
+func TestSpillKeepsWithinItsBound(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	page := []byte(`{"events":[{"id":"EV1","created_at":"2026-12-01T00:00:00.000Z"}],"linked":{},"meta":{"cursors":{"after":null}}}`)
+	s, err := openSpill(t.TempDir(), int64(3*(len(page)+4)))
+	require.NoError(t, err)
+	defer s.close()
+	size := func() int64 {
+		st, err := s.f.Stat()
+		require.NoError(t, err)
+		return st.Size()
+	}
+
+	a := s.begin()
+	s.add(a, page, at, at, at)
+	s.add(a, page, at, at, at)
+	require.True(t, s.keep(a))
+	b := s.begin()
+	s.add(b, page, at, at, at)
+	s.add(b, page, at, at, at) // past the bound
+	require.True(t, b.full)
+	require.False(t, s.keep(b), "a region past the bound is not kept")
+	assert.Equal(t, a.end, size(), "the file cut back to the kept region")
+
+	c := s.begin()
+	s.add(c, page, at, at, at)
+	require.True(t, s.keep(c))
+	var n int
+	require.NoError(t, s.pages(c, at, at.Add(time.Millisecond), func(pg *eventsPage) error {
+		n++
+		assert.True(t, pg.replayed)
+		assert.Equal(t, at, pg.read)
+		assert.JSONEq(t, `{"id":"EV1","created_at":"2026-12-01T00:00:00.000Z"}`, string(pg.Events[0]))
+		return nil
+	}))
+	assert.Equal(t, 1, n)
+	require.NoError(t, s.pages(c, at.Add(time.Millisecond), at.Add(time.Hour), func(*eventsPage) error {
+		t.Error("a page outside the stretch asked for")
+		return nil
+	}))
+
+	s.release(a) // not the last: kept until c goes
+	assert.Equal(t, c.end, size())
+	s.release(c)
+	assert.Zero(t, size(), "every region released: the file is empty")
+	assert.Empty(t, s.regions)
+}
