@@ -90,11 +90,11 @@ type Provider struct {
 	// spillDir and spillMax, when set (tests), are where the event path
 	// spills a slice's pages (os.TempDir when empty) and the most it
 	// spills (DefaultSpillMax when 0; below 0, no spill).
-	spillDir   string
-	spillMax   int64
-	retention  time.Duration
-	log        *slog.Logger
-	now        func() time.Time // the transport's clock (Config.Now)
+	spillDir  string
+	spillMax  int64
+	retention time.Duration
+	log       *slog.Logger
+	now       func() time.Time // the transport's clock (Config.Now)
 }
 
 var (
