@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
 )
@@ -122,6 +124,10 @@ type window struct {
 	// sp keeps the pages of the slice being read, and of the slices given
 	// up whose stretches are still to come (spill); nil without one.
 	sp *spill
+	// ahead is the next slice listed ahead (prefetch); unfit: a page did
+	// not fit a slice's spill, and none is listed ahead any more.
+	ahead *prefetch
+	unfit bool
 }
 
 // ListChanges implements reconcile.Provider. GoCardless lists newest first
@@ -148,19 +154,29 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 	// reading (paced by the provider's rate limit) goes on while fn waits
 	// for the engine to write them. At most two slices are held: the one
 	// being handed on and the one being read.
+	//
+	// The slices waiting to be handed on hold at most the hold's events
+	// together (a larger one waits alone), rather than one slice: a small
+	// slice does not keep the next from being read while a large one is
+	// written. So the events held are at most the hold's waiting and the
+	// slice being read, as with one slice each.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	out := make(chan []item)
+	out := make(chan []item, 64)
+	waiting := semaphore.NewWeighted(int64(p.hold))
+	weight := func(items []item) int64 { return int64(max(min(len(items), p.hold), 1)) }
 	handed := make(chan error, 1)
 	go func() {
 		pg := pager{lp: lp, size: p.page, fn: fn}
 		var err error
 		for items := range out {
+			n := weight(items)
 			if err == nil {
 				if err = pg.add(ctx, items); err != nil {
 					cancel(err)
 				}
 			}
+			waiting.Release(n)
 		}
 		if err == nil {
 			err = pg.flush()
@@ -168,6 +184,9 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		handed <- err
 	}()
 	emit := func(items []item) error {
+		if err := waiting.Acquire(ctx, weight(items)); err != nil {
+			return context.Cause(ctx)
+		}
 		select {
 		case out <- items:
 			return nil
@@ -234,6 +253,7 @@ func (p *Provider) readWindow(ctx context.Context, lp reconcile.ListParams, emit
 	if most := cmp.Or(p.spillMax, DefaultSpillMax); most > 0 {
 		w.sp, spillErr = openSpill(p.spillDir, most)
 		defer w.sp.close()
+		defer func() { w.ahead.stop() }()
 	}
 	span := to.Sub(from)
 	for from.Before(to) {
@@ -253,6 +273,13 @@ func (p *Provider) readWindow(ctx context.Context, lp reconcile.ListParams, emit
 				"from", from, "until", end, "events", over.n, "next_span", span)
 			continue
 		}
+		if big == nil && !profiled {
+			// A slice cut by what a given-up slice read, an instant among
+			// them, says nothing new of the density.
+			span = longer(end.Sub(from), payments(items), p.hold)
+		}
+		// The next slice is listed while this one is handed on.
+		p.prefetchNext(ctx, w, end, to, span)
 		if big != nil {
 			if err := p.splitInstant(ctx, from, end, big, w, emit); err != nil {
 				return err
@@ -260,18 +287,25 @@ func (p *Provider) readWindow(ctx context.Context, lp reconcile.ListParams, emit
 			from = end
 			continue
 		}
-		n := len(items)
 		if err := p.deliver(ctx, from, end, items, w, w.rest(end), w.last, emit); err != nil {
 			return err
-		}
-		if !profiled {
-			// A slice cut by what a given-up slice read, an instant among
-			// them, says nothing new of the density.
-			span = longer(end.Sub(from), n, p.hold)
 		}
 		from = end
 	}
 	return nil
+}
+
+// payments counts the payment events among items (a slice's; the side
+// streams' events do not size the next slice, so that a slice listed ahead
+// sizes the one after it as readWindow will).
+func payments(items []item) int {
+	n := 0
+	for _, it := range items {
+		if strings.HasPrefix(it.ev.Type, "payments.") {
+			n++
+		}
+	}
+	return n
 }
 
 // splitInstant delivers the instant [from, end) whose payment events
@@ -751,19 +785,12 @@ func (s stretch) holds(at time.Time) bool { return !at.Before(s.from) && at.Befo
 // errChunkRead ends a chunk's reading at its oldest event.
 var errChunkRead = errors.New("gocardless: the chunk was read")
 
-// listType reads the events of resource type rt in [from, end), mapped:
-// payments with the linked payment (flagging unknown current statuses in
-// w.flagged, the payments it flags appended to flaggedNow), refunds with
-// the linked refund and each refunded payment's total, creditors' bounced
-// payouts. Past s.capN events it does as s.past says. Creditor events
-// GoCardless will not list give errUnlisted, with a warning.
-func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNow *[]string) (typeRead, error) {
-	var r typeRead
-	rt := s.rt
+// query is the list request of the stretch s, and its pages' length.
+func (p *Provider) query(s stretch) (url.Values, int) {
 	q := url.Values{}
-	q.Set("resource_type", rt)
-	if rt != "creditors" {
-		q.Set("include", strings.TrimSuffix(rt, "s"))
+	q.Set("resource_type", s.rt)
+	if s.rt != "creditors" {
+		q.Set("include", strings.TrimSuffix(s.rt, "s"))
 	}
 	q.Set("created_at[gte]", msFormat(s.from))
 	q.Set("created_at[lt]", msFormat(s.end))
@@ -780,6 +807,19 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 	if s.after != "" {
 		q.Set("after", s.after)
 	}
+	return q, limit
+}
+
+// listType reads the events of resource type rt in [from, end), mapped:
+// payments with the linked payment (flagging unknown current statuses in
+// w.flagged, the payments it flags appended to flaggedNow), refunds with
+// the linked refund and each refunded payment's total, creditors' bounced
+// payouts. Past s.capN events it does as s.past says. Creditor events
+// GoCardless will not list give errUnlisted, with a warning.
+func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNow *[]string) (typeRead, error) {
+	var r typeRead
+	rt := s.rt
+	q, limit := p.query(s)
 	var marks pageMarks
 	if s.past == markPages {
 		marks = pageMarks{limit: limit, ordered: true}
@@ -793,14 +833,18 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 	}()
 	// A slice's payment events are spilled as they are read, or, inside
 	// stretches a slice given up read whole, read back from the spill.
+	// A slice the window listed ahead (prefetch) is read from there.
 	var region *spillRegion
 	var replay []known
+	var ahead *prefetch
 	if rt == "payments" && s.past == giveUp && s.after == "" {
 		if replay = w.spilled(s.from, s.end); replay == nil {
 			region = w.sp.begin()
+			ahead = p.takePrefetch(w, s.from, s.end)
+			defer ahead.free()
 		}
 	}
-	err := p.pages(ctx, q, replay, w.sp, func(pg *eventsPage) error {
+	err := p.pages(ctx, q, replay, w.sp, ahead, func(pg *eventsPage) error {
 		if s.past == markPages {
 			marks.page(q.Get("after"))
 			if r.big != nil {
@@ -925,10 +969,24 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 	return r, nil
 }
 
-// pages hands fn the pages of q (eachPage); or, when replay names the
-// stretches, kept in sp, that hold every payment event q asks for, their
-// pages as spilled, newest first, each limited to its stretch.
-func (p *Provider) pages(ctx context.Context, q url.Values, replay []known, sp *spill, fn func(*eventsPage) error) error {
+// pages hands fn the pages of q (eachPage). When replay names the
+// stretches, kept in sp, that hold every payment event q asks for, they
+// are their pages as spilled, newest first, each limited to its stretch.
+// When ahead listed q's first pages, they are those pages, then the rest
+// of the list, if it stopped before its end.
+func (p *Provider) pages(ctx context.Context, q url.Values, replay []known, sp *spill, ahead *prefetch, fn func(*eventsPage) error) error {
+	if ahead != nil {
+		err := ahead.sp.pages(ahead.r, ahead.from, ahead.end, func(pg *eventsPage) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fn(pg)
+		})
+		if err != nil || ahead.next == "" {
+			return err
+		}
+		q.Set("after", ahead.next)
+	}
 	if replay == nil {
 		return p.eachPage(ctx, q, fn)
 	}
@@ -938,7 +996,7 @@ func (p *Provider) pages(ctx context.Context, q url.Values, replay []known, sp *
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			pg.within = stretch{from: k.from, end: k.to}
+			pg.replayed, pg.within = true, stretch{from: k.from, end: k.to}
 			return fn(pg)
 		})
 		if err != nil {
@@ -951,9 +1009,6 @@ func (p *Provider) pages(ctx context.Context, q url.Values, replay []known, sp *
 // spilled returns the known stretches, in order, that cover [from, end)
 // one after another with their pages spilled; nil when they do not.
 func (w *window) spilled(from, end time.Time) []known {
-	if w.sp == nil {
-		return nil
-	}
 	var out []known
 	at := from
 	for _, k := range w.known {

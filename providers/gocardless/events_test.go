@@ -79,6 +79,7 @@ func (w slicedWorld) list(t *testing.T, hold, pageSize int, lp reconcile.ListPar
 	t.Helper()
 	p, err := New(Config{AccessToken: "sandbox_sliced", BaseURL: w.url, Hold: hold, PageSize: pageSize})
 	require.NoError(t, err)
+	p.noPrefetch = false // slices listed ahead, as a paced provider lists them
 	var out listed
 	p.held = func(from, end time.Time, n int) {
 		out.slices = append(out.slices, n)
@@ -164,12 +165,13 @@ func TestSlicedWindowDeliversTheWholeWindow(t *testing.T) {
 			if hold == 4000 {
 				// A hold of about a third of the month: its slices cost
 				// their payment pages, the sparse refunds and creditors
-				// read ahead: 22 requests more than the whole reading
+				// read ahead: 4 requests more than the whole reading
 				// (92 against 70 when written, 48 against 26 since the
 				// refunded payments' totals come from the payment events'
 				// linked payments; ending the side streams' stretches at
-				// each slice took 142 against 70).
-				assert.LessOrEqual(t, got.requests, whole.requests+26, "requests of a sliced read")
+				// each slice took 142 against 70; 30 against 26 since a
+				// slice given up is read back from disk).
+				assert.LessOrEqual(t, got.requests, whole.requests+8, "requests of a sliced read")
 			}
 		})
 	}

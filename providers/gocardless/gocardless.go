@@ -90,11 +90,17 @@ type Provider struct {
 	// spillDir and spillMax, when set (tests), are where the event path
 	// spills a slice's pages (os.TempDir when empty) and the most it
 	// spills (DefaultSpillMax when 0; below 0, no spill).
-	spillDir  string
-	spillMax  int64
-	retention time.Duration
-	log       *slog.Logger
-	now       func() time.Time // the transport's clock (Config.Now)
+	spillDir string
+	spillMax int64
+	// noPrefetch: no slice is listed ahead (prefetch). Unpaced, the
+	// reading outruns the engine's writing anyway, and listing ahead would
+	// only cost CPU; tests set it either way. listedAhead counts the
+	// slices read from a listing ahead.
+	noPrefetch  bool
+	listedAhead int
+	retention   time.Duration
+	log         *slog.Logger
+	now         func() time.Time // the transport's clock (Config.Now)
 }
 
 var (
@@ -141,7 +147,8 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Now = time.Now
 	}
 	return &Provider{c: &http.Client{Transport: tr}, tr: tr, base: strings.TrimRight(cfg.BaseURL, "/"),
-		token: cfg.AccessToken, page: cfg.PageSize, hold: cfg.Hold, retention: cfg.Retention, log: cfg.Logger, now: cfg.Now}, nil
+		token: cfg.AccessToken, page: cfg.PageSize, hold: cfg.Hold, retention: cfg.Retention, log: cfg.Logger, now: cfg.Now,
+		noPrefetch: cfg.RequestsPerSecond <= 0}, nil
 }
 
 // Name implements reconcile.Provider.

@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// DefaultSpillMax bounds the bytes a window's spill keeps on disk: within
-// the 64 MiB emptyDir the Kubernetes manifests mount at /tmp.
-const DefaultSpillMax = 48 << 20
+// DefaultSpillMax bounds the bytes a window's spill keeps on disk (with
+// the slices listed ahead, aheadMax each, within the 64 MiB emptyDir the
+// Kubernetes manifests mount at /tmp): three or four slices given up, at
+// about 0.7-1.2 KiB an event.
+const DefaultSpillMax = 32 << 20
 
 // spill keeps on disk the payment events' pages of the slice being read,
 // as GoCardless answered them. When the slice is given up (it holds more
@@ -145,7 +147,8 @@ func (s *spill) trim() {
 }
 
 // pages reads r's pages overlapping [from, end) in the order they were
-// listed, each decoded as eachPage decodes GoCardless's answer.
+// listed, each decoded as eachPage decodes GoCardless's answer (its body
+// is the spill's buffer, good until fn returns).
 func (s *spill) pages(r *spillRegion, from, end time.Time, fn func(*eventsPage) error) error {
 	for _, sp := range r.pages {
 		if sp.hi.Before(from) || !sp.lo.Before(end) {
@@ -162,7 +165,7 @@ func (s *spill) pages(r *spillRegion, from, end time.Time, fn func(*eventsPage) 
 		if err := json.Unmarshal(body, &pg); err != nil {
 			return fmt.Errorf("gocardless: decode a page from the spill: %w", err)
 		}
-		pg.read, pg.replayed = sp.read, true
+		pg.body, pg.read = body, sp.read
 		if err := fn(&pg); err != nil {
 			return err
 		}

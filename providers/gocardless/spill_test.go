@@ -93,27 +93,36 @@ func TestSlicesGivenUpAreReadBackFromTheSpill(t *testing.T) {
 	type run struct {
 		requests    int64
 		again, most int
+		ahead       int
 		log         string
 	}
-	read := func(t *testing.T, hold int, dir string, most int64) run {
+	read := func(t *testing.T, hold int, dir string, most int64, ahead bool) run {
 		t.Helper()
 		var lt listedTimes
 		var logs bytes.Buffer
 		p, err := New(Config{AccessToken: "sandbox_spill", BaseURL: lt.proxy(t, w.server.Handler()), Hold: hold, PageSize: 100,
 			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		require.NoError(t, err)
-		p.spillDir, p.spillMax = dir, most
+		p.spillDir, p.spillMax, p.noPrefetch = dir, most, !ahead // unpaced, as a test's provider is
 		var pages []reconcile.Page
 		require.NoError(t, p.ListChanges(context.Background(), w.lp, func(pg reconcile.Page) error {
 			// The spill's file is unlinked from the start: nothing to
 			// clean up, whatever ends the process. (The callback runs on
 			// the provider's goroutine: it returns its failure.)
+			// (A file listed ahead may be seen between its creation and
+			// its unlinking, a few system calls later.)
 			if left, err := os.ReadDir(dir); err == nil && len(left) > 0 {
-				return fmt.Errorf("the spill's file is visible in its directory: %s", left[0].Name())
+				time.Sleep(50 * time.Millisecond)
+				if _, err := os.Stat(filepath.Join(dir, left[0].Name())); err == nil {
+					return fmt.Errorf("the spill's file is visible in its directory: %s", left[0].Name())
+				}
 			}
 			pages = append(pages, pg)
 			return nil
 		}))
+		if left, err := os.ReadDir(dir); err == nil {
+			require.Empty(t, left, "files left in the spill's directory")
+		}
 		// The same events, changes and cursors as one whole reading (whose
 		// pages are 500 events long: compare the events in order).
 		var got, want []reconcile.Event
@@ -126,18 +135,23 @@ func TestSlicesGivenUpAreReadBackFromTheSpill(t *testing.T) {
 		}
 		require.Equal(t, want, got)
 		require.Equal(t, wantC, gotC)
-		r := run{requests: p.Requests(), log: logs.String()}
+		r := run{requests: p.Requests(), ahead: p.listedAhead, log: logs.String()}
 		r.again, r.most = lt.again()
 		return r
 	}
 	for _, hold := range []int{333, 1500} {
 		dir := t.TempDir()
-		spilled := read(t, hold, dir, 0)
-		off := read(t, hold, "", -1)
-		unwritable := read(t, hold, filepath.Join(dir, "missing"), 0)
-		small := read(t, hold, t.TempDir(), 64<<10) // less than a slice's pages
-		t.Logf("hold %d: requests %d with the spill, %d without, %d spill too small; events listed again %d (at most %d times) with, %d (at most %d) without",
-			hold, spilled.requests, off.requests, small.requests, spilled.again, spilled.most, off.again, off.most)
+		spilled := read(t, hold, dir, 0, true)
+		notAhead := read(t, hold, dir, 0, false)
+		off := read(t, hold, "", -1, false)
+		unwritable := read(t, hold, filepath.Join(dir, "missing"), 0, true)
+		small := read(t, hold, t.TempDir(), 64<<10, true) // less than a page
+		t.Logf("hold %d: requests %d with the spill (%d slices listed ahead), %d without listing ahead, %d without the spill, %d spill too small; events listed again %d (at most %d times) with, %d (at most %d) without",
+			hold, spilled.requests, spilled.ahead, notAhead.requests, off.requests, small.requests, spilled.again, spilled.most, off.again, off.most)
+		// Listing ahead costs no request: each slice listed ahead is the
+		// one the window reads next.
+		assert.Positive(t, spilled.ahead, "hold %d: no slice was listed ahead", hold)
+		assert.Equal(t, notAhead.requests, spilled.requests, "hold %d: requests listing ahead", hold)
 
 		require.Positive(t, off.again, "hold %d: no slice was given up: the month does not test the spill", hold)
 		assert.LessOrEqual(t, spilled.most, 2, "hold %d: with the spill, a payment event listed more than twice", hold)
@@ -146,7 +160,9 @@ func TestSlicesGivenUpAreReadBackFromTheSpill(t *testing.T) {
 		assert.Equal(t, off.requests, unwritable.requests, "hold %d: no spill file, every slice from GoCardless", hold)
 		assert.Contains(t, unwritable.log, "could not spill", "hold %d: the missing spill is said", hold)
 		assert.NotContains(t, spilled.log, "could not spill")
-		assert.Equal(t, off.requests, small.requests, "hold %d: a spill too small to keep a slice's pages keeps none", hold)
+		// A spill too small for a page keeps none, and lists nothing
+		// ahead after the first page that did not fit.
+		assert.Equal(t, off.requests+1, small.requests, "hold %d: a spill too small to keep a page", hold)
 		assert.NotContains(t, spilled.log+unwritable.log, "sandbox_spill", "the token in a log line")
 	}
 }
@@ -184,7 +200,7 @@ func TestSpillKeepsWithinItsBound(t *testing.T) {
 	var n int
 	require.NoError(t, s.pages(c, at, at.Add(time.Millisecond), func(pg *eventsPage) error {
 		n++
-		assert.True(t, pg.replayed)
+		assert.Equal(t, page, pg.body)
 		assert.Equal(t, at, pg.read)
 		assert.JSONEq(t, `{"id":"EV1","created_at":"2026-12-01T00:00:00.000Z"}`, string(pg.Events[0]))
 		return nil
