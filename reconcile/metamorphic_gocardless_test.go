@@ -384,7 +384,8 @@ func gcMetamorphicCreditor(t *testing.T, srv *gcfake.Server) []gcCrafted {
 // time and split each day's paid_out instant (up to 41 events) into
 // chunks, the interrupted variant among them; those with larger batches,
 // the first among them, read it whole: the variants also compare slices
-// and chunks with the whole.
+// and chunks with the whole. Sliced, the window's slices given up are read
+// back from disk and its next slices listed ahead.
 func (e *gcMetaEnv) provider(pageSize int) *gocardless.Provider {
 	hold := 1 << 20
 	switch {
@@ -394,8 +395,10 @@ func (e *gcMetaEnv) provider(pageSize int) *gocardless.Provider {
 	default:
 		hold = 4 * pageSize
 	}
+	// Paced (at a rate no test waits for), as a run is by default: a
+	// sliced window lists its next slices ahead only at a pacing.
 	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_metamorphic", BaseURL: e.url, MaxRetries: 10, PageSize: pageSize,
-		Hold: hold, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+		Hold: hold, RequestsPerSecond: 1e6, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	require.NoError(e.t, err)
 	return p
 }
