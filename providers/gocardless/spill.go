@@ -10,8 +10,9 @@ import (
 
 // DefaultSpillMax bounds the bytes a window's spill keeps on disk (with
 // the slices listed ahead, aheadMax each, within the 64 MiB emptyDir the
-// Kubernetes manifests mount at /tmp): three or four slices given up, at
-// about 0.7-1.2 KiB an event.
+// Kubernetes manifests mount at /tmp): two to four slices given up, at
+// about 0.7 KiB an event on the project's fake (more with GoCardless's
+// fuller objects).
 const DefaultSpillMax = 32 << 20
 
 // spill keeps on disk the payment events' pages of the slice being read,
