@@ -251,7 +251,7 @@ func (p *Provider) readWindow(ctx context.Context, lp reconcile.ListParams, emit
 		sides: []*side{{rt: "refunds", readTo: from, span: to.Sub(from)}, {rt: "creditors", readTo: from, span: to.Sub(from)}}}
 	var spillErr error
 	if most := cmp.Or(p.spillMax, DefaultSpillMax); most > 0 {
-		w.sp, spillErr = openSpill(p.spillDir, most)
+		w.sp, spillErr = openSpill(p.spillDir, most, cmp.Or(p.spills, processSpills))
 		defer w.sp.close()
 		defer func() { w.ahead.stop() }()
 	}

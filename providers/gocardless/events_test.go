@@ -80,6 +80,7 @@ func (w slicedWorld) list(t *testing.T, hold, pageSize int, lp reconcile.ListPar
 	p, err := New(Config{AccessToken: "sandbox_sliced", BaseURL: w.url, Hold: hold, PageSize: pageSize})
 	require.NoError(t, err)
 	p.noPrefetch = false // slices listed ahead, as a paced provider lists them
+	p.spills = newSpillBudget(1 << 30)
 	var out listed
 	p.held = func(from, end time.Time, n int) {
 		out.slices = append(out.slices, n)

@@ -92,6 +92,9 @@ type Provider struct {
 	// spills (DefaultSpillMax when 0; below 0, no spill).
 	spillDir string
 	spillMax int64
+	// spills, when set (tests), is the budget of disk the provider's
+	// spills share in place of the process's (processSpills).
+	spills *spillBudget
 	// noPrefetch: no slice is listed ahead (prefetch). Unpaced, the
 	// reading outruns the engine's writing anyway, and listing ahead would
 	// only cost CPU; tests set it either way. listedAhead counts the

@@ -114,7 +114,7 @@ func (p *Provider) prefetchNext(ctx context.Context, w *window, f, to time.Time,
 // newPrefetch opens a slice to list ahead, in a spill file of its own (nil
 // when none can be opened: the slice is listed when it comes).
 func (p *Provider) newPrefetch(from, end time.Time, cancel context.CancelFunc) *prefetch {
-	sp, err := openSpill(p.spillDir, min(cmp.Or(p.spillMax, DefaultSpillMax), aheadMax))
+	sp, err := openSpill(p.spillDir, min(cmp.Or(p.spillMax, DefaultSpillMax), aheadMax), cmp.Or(p.spills, processSpills))
 	if err != nil {
 		return nil
 	}

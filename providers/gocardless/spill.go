@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,6 +15,37 @@ import (
 // about 0.7 KiB an event on the project's fake (more with GoCardless's
 // fuller objects).
 const DefaultSpillMax = 32 << 20
+
+// ProcessSpillMax bounds the bytes every window of the process keeps on
+// disk together: runs at once (--concurrency, a provider's run beside
+// another's) each read a window, and a pod whose emptyDir passes its
+// sizeLimit is evicted. A page past it is not kept (its slice is read
+// again from GoCardless, as without a spill).
+const ProcessSpillMax = 48 << 20
+
+// spillBudget is what the process's spills may still write.
+type spillBudget struct{ left atomic.Int64 }
+
+func newSpillBudget(n int64) *spillBudget {
+	b := &spillBudget{}
+	b.left.Store(n)
+	return b
+}
+
+// take reserves n bytes, reporting false (and reserving none) when fewer
+// are left.
+func (b *spillBudget) take(n int64) bool {
+	if b.left.Add(-n) < 0 {
+		b.left.Add(n)
+		return false
+	}
+	return true
+}
+
+func (b *spillBudget) give(n int64) { b.left.Add(n) }
+
+// processSpills is the process's budget (ProcessSpillMax).
+var processSpills = newSpillBudget(ProcessSpillMax)
 
 // spill keeps on disk the payment events' pages of the slice being read,
 // as GoCardless answered them. When the slice is given up (it holds more
@@ -26,6 +58,7 @@ const DefaultSpillMax = 32 << 20
 type spill struct {
 	f       *os.File
 	max     int64
+	budget  *spillBudget // shared with the process's other spills
 	size    int64
 	regions []*spillRegion // kept, in the file's order
 	buf     []byte
@@ -54,7 +87,7 @@ type spillPage struct {
 // openSpill creates the spill's file in dir (os.TempDir when empty). It
 // returns nil, with the reason, when the file cannot be created: the
 // window is then read as before, every slice from GoCardless.
-func openSpill(dir string, most int64) (*spill, error) {
+func openSpill(dir string, most int64, budget *spillBudget) (*spill, error) {
 	f, err := os.CreateTemp(dir, "reconciler-gocardless-*.spill")
 	if err != nil {
 		return nil, err
@@ -63,13 +96,23 @@ func openSpill(dir string, most int64) (*spill, error) {
 		f.Close()
 		return nil, err
 	}
-	return &spill{f: f, max: most}, nil
+	return &spill{f: f, max: most, budget: budget}, nil
 }
 
 func (s *spill) close() {
 	if s != nil {
+		s.resize(0)
 		s.f.Close()
 	}
+}
+
+// resize sets the bytes the spill holds, giving the process's budget back
+// what it no longer holds (it took each page's as the page was added).
+func (s *spill) resize(n int64) {
+	if n < s.size {
+		s.budget.give(s.size - n)
+	}
+	s.size = n
 }
 
 // begin opens a region at the file's end for the pages of the slice about
@@ -88,13 +131,14 @@ func (s *spill) add(r *spillRegion, body []byte, read, lo, hi time.Time) {
 		return
 	}
 	need := int64(len(body)) + 4
-	if s.size+need > s.max {
+	if s.size+need > s.max || !s.budget.take(need) {
 		r.full = true
 		return
 	}
 	s.buf = binary.LittleEndian.AppendUint32(s.buf[:0], uint32(len(body)))
 	s.buf = append(s.buf, body...)
 	if _, err := s.f.WriteAt(s.buf, s.size); err != nil {
+		s.budget.give(need)
 		r.full = true
 		return
 	}
@@ -122,7 +166,7 @@ func (s *spill) drop(r *spillRegion) {
 	if r == nil {
 		return
 	}
-	s.size = r.start
+	s.resize(r.start)
 	s.trim()
 }
 
@@ -135,7 +179,7 @@ func (s *spill) release(r *spillRegion) {
 	}
 	r.dead = true
 	for len(s.regions) > 0 && s.regions[len(s.regions)-1].dead {
-		s.size = s.regions[len(s.regions)-1].start
+		s.resize(s.regions[len(s.regions)-1].start)
 		s.regions = s.regions[:len(s.regions)-1]
 	}
 	s.trim()
