@@ -177,12 +177,8 @@ func (p *Provider) chainState(ctx context.Context, id string) (models.State, err
 	flagged := map[string]bool{}
 	for {
 		var pg struct {
-			Events []Event `json:"events"`
-			Meta   struct {
-				Cursors struct {
-					After *string `json:"after"`
-				} `json:"cursors"`
-			} `json:"meta"`
+			Events []Event  `json:"events"`
+			Meta   listMeta `json:"meta"`
 		}
 		if err := p.get(ctx, "/events", q, &pg); err != nil {
 			return models.StateNone, fmt.Errorf("list gocardless events of %s: %w", id, err)
@@ -196,10 +192,11 @@ func (p *Provider) chainState(ctx context.Context, id string) (models.State, err
 			it.changes = paymentEventChanges(ev, Payment{}, false, flagged)
 			items = append(items, it)
 		}
-		if pg.Meta.Cursors.After == nil || *pg.Meta.Cursors.After == "" || len(pg.Events) == 0 {
+		after := pg.Meta.next(len(pg.Events))
+		if after == "" {
 			break
 		}
-		q.Set("after", *pg.Meta.Cursors.After)
+		q.Set("after", after)
 	}
 	sortItems(items)
 	retryFacts(items)

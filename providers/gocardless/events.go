@@ -59,10 +59,11 @@ func (p *Provider) eachPage(ctx context.Context, q url.Values, fn func(*eventsPa
 		if err := fn(&pg); err != nil {
 			return err
 		}
-		if !more(&pg) {
+		after := pg.Meta.next(len(pg.Events))
+		if after == "" {
 			return nil
 		}
-		q.Set("after", *pg.Meta.Cursors.After)
+		q.Set("after", after)
 	}
 }
 
@@ -873,8 +874,8 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 				return fmt.Errorf("decode gocardless event: %w", err)
 			}
 			it := item{ev: reconcile.Event{ID: ev.ID, Type: ev.ResourceType + "." + ev.Action, At: ev.CreatedAt.UTC(), Payload: raw}}
-			if !s.holds(it.ev.At) || pg.replayed && !pg.within.holds(it.ev.At) {
-				if !pg.replayed {
+			if !s.holds(it.ev.At) || pg.within != nil && !pg.within.holds(it.ev.At) {
+				if pg.within == nil {
 					skipped++
 				}
 				continue
@@ -996,7 +997,7 @@ func (p *Provider) pages(ctx context.Context, q url.Values, replay []known, sp *
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			pg.replayed, pg.within = true, stretch{from: k.from, end: k.to}
+			pg.within = &stretch{from: k.from, end: k.to}
 			return fn(pg)
 		})
 		if err != nil {
@@ -1025,11 +1026,6 @@ func (w *window) spilled(from, end time.Time) []known {
 		at = k.to
 	}
 	return nil
-}
-
-// more reports whether a list has pages after pg.
-func more(pg *eventsPage) bool {
-	return pg.Meta.Cursors.After != nil && *pg.Meta.Cursors.After != "" && len(pg.Events) > 0
 }
 
 // keepTotal keeps pm's amounts, read at read, for the window's refunds.

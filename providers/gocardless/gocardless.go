@@ -377,20 +377,30 @@ type eventsPage struct {
 		Payments []Payment `json:"payments"`
 		Refunds  []Refund  `json:"refunds"`
 	} `json:"linked"`
-	Meta struct {
-		Cursors struct {
-			After *string `json:"after"`
-		} `json:"cursors"`
-	} `json:"meta"`
+	Meta listMeta `json:"meta"`
 	// body is the page as GoCardless answered it, and read when (the
-	// provider's clock); replayed: the page was read again from a spill,
-	// not from GoCardless (eachPage, spill.pages).
-	body     []byte
-	read     time.Time
-	replayed bool
-	// within: a page read from a spill holds the events of its stretch
-	// (from, end) alone.
-	within stretch
+	// provider's clock).
+	body []byte
+	read time.Time
+	// within is set on a page read back from a spill (a slice given up
+	// listed it): its events outside that stretch are not its to give.
+	within *stretch
+}
+
+// listMeta is a list page's meta: the cursor after its last item.
+type listMeta struct {
+	Cursors struct {
+		After *string `json:"after"`
+	} `json:"cursors"`
+}
+
+// next is the cursor of the page after one of n items; "" at the list's
+// end.
+func (m listMeta) next(n int) string {
+	if m.Cursors.After == nil || n == 0 {
+		return ""
+	}
+	return *m.Cursors.After
 }
 
 // msCeil rounds t up to the millisecond: GoCardless times are milliseconds,
@@ -487,12 +497,8 @@ func (p *Provider) paymentEvents(ctx context.Context, id string) ([]Event, error
 	var out []Event
 	for {
 		var pg struct {
-			Events []Event `json:"events"`
-			Meta   struct {
-				Cursors struct {
-					After *string `json:"after"`
-				} `json:"cursors"`
-			} `json:"meta"`
+			Events []Event  `json:"events"`
+			Meta   listMeta `json:"meta"`
 		}
 		if err := p.get(ctx, "/events", q, &pg); err != nil {
 			return nil, fmt.Errorf("list gocardless events of %s: %w", id, err)
@@ -502,10 +508,11 @@ func (p *Provider) paymentEvents(ctx context.Context, id string) ([]Event, error
 				out = append(out, ev)
 			}
 		}
-		if pg.Meta.Cursors.After == nil || *pg.Meta.Cursors.After == "" || len(pg.Events) == 0 {
+		after := pg.Meta.next(len(pg.Events))
+		if after == "" {
 			return out, nil
 		}
-		q.Set("after", *pg.Meta.Cursors.After)
+		q.Set("after", after)
 	}
 }
 

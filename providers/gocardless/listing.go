@@ -229,11 +229,7 @@ func (p *Provider) list(ctx context.Context, path, key string, q url.Values, eac
 				return fmt.Errorf("decode gocardless %s: %w", key, err)
 			}
 		}
-		var meta struct {
-			Cursors struct {
-				After *string `json:"after"`
-			} `json:"cursors"`
-		}
+		var meta listMeta
 		if raw, ok := pg["meta"]; ok {
 			if err := json.Unmarshal(raw, &meta); err != nil {
 				return fmt.Errorf("decode gocardless %s meta: %w", key, err)
@@ -242,10 +238,11 @@ func (p *Provider) list(ctx context.Context, path, key string, q url.Values, eac
 		if err := each(items); err != nil {
 			return err
 		}
-		if meta.Cursors.After == nil || *meta.Cursors.After == "" || len(items) == 0 {
+		after := meta.next(len(items))
+		if after == "" {
 			return nil
 		}
-		q.Set("after", *meta.Cursors.After)
+		q.Set("after", after)
 	}
 }
 

@@ -62,11 +62,7 @@ func (p *Provider) ListPayouts(ctx context.Context, pp payouts.Params, fn func(p
 	for {
 		var pg struct {
 			Payouts []finPayout `json:"payouts"`
-			Meta    struct {
-				Cursors struct {
-					After *string `json:"after"`
-				} `json:"cursors"`
-			} `json:"meta"`
+			Meta    listMeta    `json:"meta"`
 		}
 		if err := p.get(ctx, "/payouts", q, &pg); err != nil {
 			return fmt.Errorf("list gocardless payouts: %w", err)
@@ -80,10 +76,11 @@ func (p *Provider) ListPayouts(ctx context.Context, pp payouts.Params, fn func(p
 				return err
 			}
 		}
-		if pg.Meta.Cursors.After == nil || *pg.Meta.Cursors.After == "" || len(pg.Payouts) == 0 {
+		after := pg.Meta.next(len(pg.Payouts))
+		if after == "" {
 			return nil
 		}
-		q.Set("after", *pg.Meta.Cursors.After)
+		q.Set("after", after)
 	}
 }
 
@@ -105,11 +102,7 @@ func (p *Provider) finItems(ctx context.Context, lp finPayout) (payouts.Payout, 
 	for {
 		var pg struct {
 			Items []finItem `json:"payout_items"`
-			Meta  struct {
-				Cursors struct {
-					After *string `json:"after"`
-				} `json:"cursors"`
-			} `json:"meta"`
+			Meta  listMeta  `json:"meta"`
 		}
 		if err := p.get(ctx, "/payout_items", q, &pg); err != nil {
 			var ae *APIError
@@ -126,10 +119,11 @@ func (p *Provider) finItems(ctx context.Context, lp finPayout) (payouts.Payout, 
 			}
 			po.Lines = append(po.Lines, l)
 		}
-		if pg.Meta.Cursors.After == nil || *pg.Meta.Cursors.After == "" || len(pg.Items) == 0 {
+		after := pg.Meta.next(len(pg.Items))
+		if after == "" {
 			return po, nil
 		}
-		q.Set("after", *pg.Meta.Cursors.After)
+		q.Set("after", after)
 	}
 }
 

@@ -43,8 +43,9 @@ type prefetch struct {
 // slices read back from a stretch given up (about a hold's events).
 const aheadDepth = 2
 
-// aheadMax bounds each slice listed ahead on disk: with DefaultSpillMax,
-// 52 MiB in all, within the 64 MiB emptyDir the manifests mount at /tmp.
+// aheadMax bounds each slice listed ahead on disk: a window's files hold
+// at most 52 MiB with DefaultSpillMax, and every window of the process
+// together at most ProcessSpillMax.
 const aheadMax = 10 << 20
 
 // prefetchNext starts listing ahead the slices from f that GoCardless must
@@ -135,11 +136,7 @@ func (p *Provider) listAhead(ctx context.Context, pf *prefetch) {
 		// it is read from the spill.
 		var pg struct {
 			Events []struct{} `json:"events"`
-			Meta   struct {
-				Cursors struct {
-					After *string `json:"after"`
-				} `json:"cursors"`
-			} `json:"meta"`
+			Meta   listMeta   `json:"meta"`
 		}
 		if err := json.Unmarshal(body, &pg); err != nil {
 			pf.err = err
@@ -155,15 +152,15 @@ func (p *Provider) listAhead(ctx context.Context, pf *prefetch) {
 			return
 		}
 		pf.n += len(pg.Events)
-		after := pg.Meta.Cursors.After
-		if after == nil || *after == "" || len(pg.Events) == 0 {
+		after := pg.Meta.next(len(pg.Events))
+		if after == "" {
 			return // the slice's end
 		}
 		if pf.n > p.hold {
-			pf.next = *after
+			pf.next = after
 			return
 		}
-		q.Set("after", *after)
+		q.Set("after", after)
 	}
 }
 

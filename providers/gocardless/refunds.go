@@ -123,11 +123,7 @@ func (p *Provider) payoutPayments(ctx context.Context, po string) ([]string, err
 					Payment string `json:"payment"`
 				} `json:"links"`
 			} `json:"payout_items"`
-			Meta struct {
-				Cursors struct {
-					After *string `json:"after"`
-				} `json:"cursors"`
-			} `json:"meta"`
+			Meta listMeta `json:"meta"`
 		}
 		if err := p.get(ctx, "/payout_items", q, &pg); err != nil {
 			if unsupported(err) {
@@ -142,9 +138,10 @@ func (p *Provider) payoutPayments(ctx context.Context, po string) ([]string, err
 				out = append(out, it.Links.Payment)
 			}
 		}
-		if pg.Meta.Cursors.After == nil || *pg.Meta.Cursors.After == "" || len(pg.Items) == 0 {
+		after := pg.Meta.next(len(pg.Items))
+		if after == "" {
 			return out, nil
 		}
-		q.Set("after", *pg.Meta.Cursors.After)
+		q.Set("after", after)
 	}
 }
