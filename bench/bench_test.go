@@ -63,11 +63,16 @@ type world struct {
 // newWorld generates about events events (payments created over the last
 // six days, after one payment ten days ago: the anchor) into a fresh fake
 // account, closed when b ends.
-func newWorld(b *testing.B, events int) world {
+func newWorld(b *testing.B, events int) world { return newWorldAt(b, events, 0) }
+
+// newWorldAt is newWorld with the fake answering every request latency
+// after it came.
+func newWorldAt(b *testing.B, events int, latency time.Duration) world {
 	b.Helper()
 	db := pgtest.New(b)
 	now := time.Now().UTC()
 	fake := stripefake.New(stripefake.Options{Seed: 1})
+	fake.SetLatency(latency)
 	url := fake.Start()
 	b.Cleanup(fake.Close)
 	acct := fake.Account("")
@@ -129,7 +134,12 @@ func timedRun(b *testing.B, cmd *exec.Cmd) (stdout, stderr []byte, wall time.Dur
 // write-heavy case) and measures the binary.
 func runOnce(b *testing.B, events int, rps int, extra ...string) result {
 	b.Helper()
-	w := newWorld(b, events)
+	return runWorld(b, newWorld(b, events), rps, extra...)
+}
+
+// runWorld is runOnce in the world w.
+func runWorld(b *testing.B, w world, rps int, extra ...string) result {
+	b.Helper()
 	so, se, wall := w.exec(b, rps, append([]string{"run", "--since", w.now.Add(-7 * 24 * time.Hour).Format(time.RFC3339), "--format", "json"}, extra...)...)
 	return parseRun(b, so, se, wall)
 }
@@ -320,5 +330,31 @@ func BenchmarkRateLimited(b *testing.B) {
 	report1(b, r)
 	b.ReportMetric(float64(r.run.EventsRead)/r.wall.Seconds()/(100*rps), "fraction_of_ceiling")
 	// What the request count allows: the run's requests at R a second.
+	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
+}
+
+// latency is how long the fakes of BenchmarkRateLimitedLatency and
+// BenchmarkRateLimitedGoCardlessLatency take to answer each request: a
+// provider across a network, where the other benchmarks' fakes answer on
+// loopback at once. 100 ms is an assumption, not a measurement of Stripe
+// or GoCardless (this machine has no route to either): a round trip to
+// another region and the provider's own time for a page.
+const latency = 100 * time.Millisecond
+
+// BenchmarkRateLimitedLatency is BenchmarkRateLimited with every answer
+// latency late. Stripe's events are one list read oldest first, a page at
+// a time, each page's cursor from the one before: a single stream of
+// requests, which makes at most one request a latency (plus the job's
+// work on the page) whatever the pacing allows. It reports the same share
+// of what the request count allows, and the wall time.
+func BenchmarkRateLimitedLatency(b *testing.B) {
+	const rps = 20
+	b.StopTimer()
+	var r result
+	for range b.N {
+		r = runWorld(b, newWorldAt(b, 20_000, latency), rps)
+	}
+	report1(b, r)
+	b.ReportMetric(r.wall.Seconds(), "wall_s")
 	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
 }

@@ -55,6 +55,22 @@ func BenchmarkRateLimitedGoCardless(b *testing.B) {
 	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
 }
 
+// BenchmarkRateLimitedGoCardlessLatency is BenchmarkRateLimitedGoCardless
+// with every answer latency late (BenchmarkRateLimitedLatency). GoCardless's
+// window is read in slices, one listed ahead while another is handed on;
+// within a slice, as on Stripe, each page waits for the one before.
+func BenchmarkRateLimitedGoCardlessLatency(b *testing.B) {
+	const rps = 10
+	b.StopTimer()
+	var r result
+	for range b.N {
+		r = runGoCardlessAt(b, 100_000, 0, 1000, latency)
+	}
+	report1(b, r)
+	b.ReportMetric(r.wall.Seconds(), "wall_s")
+	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
+}
+
 // runGoCardless generates about events events into a fresh fake GoCardless
 // and runs the binary over the 31 days before now, pacing lifted.
 func runGoCardless(b *testing.B, events int) result {
@@ -66,9 +82,17 @@ func runGoCardless(b *testing.B, events int) result {
 // no limit).
 func runGoCardlessPaced(b *testing.B, events, rps, perMinute int) result {
 	b.Helper()
+	return runGoCardlessAt(b, events, rps, perMinute, 0)
+}
+
+// runGoCardlessAt is runGoCardlessPaced with the fake answering every
+// request latency after it came.
+func runGoCardlessAt(b *testing.B, events, rps, perMinute int, latency time.Duration) result {
+	b.Helper()
 	db := pgtest.New(b)
 	now := time.Now().UTC()
 	fake := gcfake.New(gcfake.Options{Seed: 1})
+	fake.SetLatency(latency)
 	if perMinute > 0 {
 		fake.SetRateLimit(perMinute, time.Minute)
 	}
