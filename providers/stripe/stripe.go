@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v76"
@@ -101,6 +102,15 @@ type Config struct {
 	// accounts read concurrently share one request budget); pacing and
 	// retry options above are then ignored.
 	Transport *transport.Transport
+	// ReadAhead, set by tests, reads ahead of the events stream (ahead.go)
+	// whatever Stripe's latency: each read-ahead aims at ReadAheadEvents
+	// events (0: 5,000), its file in ReadAheadDir ("": TMPDIR); its
+	// read-aheads bounded by ReadAheadMax bytes of their own (0: the
+	// process's AheadMax, shared).
+	ReadAhead       bool
+	ReadAheadEvents int
+	ReadAheadDir    string
+	ReadAheadMax    int64
 }
 
 // Provider reads one Stripe platform (and its connected accounts).
@@ -117,6 +127,15 @@ type Provider struct {
 
 	schedMu   sync.Mutex
 	schedules map[string]schedule // by account, read once (payoutSchedule)
+
+	// The read-ahead (ahead.go): Config's ReadAhead fields; aheadTaken
+	// counts the read-aheads the stream went on from.
+	aheadAlways bool
+	aheadN      int
+	aheadDir    string
+	aheadMax    int64
+	aheadUsed   atomic.Int64 // with aheadMax: its own bound's count
+	aheadTaken  atomic.Int64
 }
 
 var (
@@ -166,8 +185,13 @@ func New(cfg Config) (*Provider, error) {
 	if strings.Contains(cfg.APIKey, "_test_") {
 		mode = "test"
 	}
-	return &Provider{mode: mode, api: api, be: backend.(*stripego.BackendImplementation), tr: tr, shared: shared, page: cfg.PageSize, log: cfg.Logger}, nil
+	return &Provider{mode: mode, api: api, be: backend.(*stripego.BackendImplementation), tr: tr, shared: shared, page: cfg.PageSize, log: cfg.Logger,
+		aheadAlways: cfg.ReadAhead, aheadN: cfg.ReadAheadEvents, aheadDir: cfg.ReadAheadDir, aheadMax: cfg.ReadAheadMax}, nil
 }
+
+// ReadAheadsTaken is how many read-aheads the events stream went on from
+// (ahead.go).
+func (p *Provider) ReadAheadsTaken() int64 { return p.aheadTaken.Load() }
 
 // Mode is "test" or "live", from the key.
 func (p *Provider) Mode() string { return p.mode }
@@ -296,8 +320,6 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since, LesserThan: until},
 		Types:        types(),
 	}
-	params.EndingBefore = stripego.String(anchor)
-	it := p.eventIter(params, true) // each event is mapped before the next page
 
 	var page reconcile.Page
 	flush := func() error {
@@ -366,13 +388,8 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			return err
 		}
 	}
-	for it.Next() {
-		if err := add(it.Current().(*leanEvent)); err != nil {
-			return err
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("list stripe events: %w", translate(err))
+	if err := p.stream(ctx, lp.Account, params, anchor, until, add); err != nil {
+		return err
 	}
 	if err := flush(); err != nil {
 		return err

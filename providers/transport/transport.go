@@ -81,6 +81,9 @@ type Transport struct {
 	hold     time.Time     // no request starts before (a backoff, a spent budget)
 	total    int64
 	byStatus map[int]int64 // 0 counts transport errors
+	// latency is a moving average of how long answered attempts took to
+	// answer (Latency).
+	latency time.Duration
 }
 
 // New returns a Transport with o's defaults filled in.
@@ -128,6 +131,25 @@ func (t *Transport) Requests() int64 {
 	return t.total
 }
 
+// Latency is how long the provider takes to answer, as seen lately: a
+// moving average (each answer a quarter) of the time from an attempt's
+// start to its answer's headers, over the successful attempts; 0 before
+// the first.
+func (t *Transport) Latency() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.latency
+}
+
+// Interval is the time between two requests at the pacing budget; 0 when
+// unpaced.
+func (t *Transport) Interval() time.Duration {
+	if t.o.RequestsPerSecond <= 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) / t.o.RequestsPerSecond)
+}
+
 // ByStatus returns the requests sent by response status code; 0 counts
 // requests that got no response.
 func (t *Transport) ByStatus() map[int]int64 {
@@ -166,6 +188,13 @@ func (t *Transport) observe(a retry.Attempt, resp *http.Response) {
 	t.mu.Lock()
 	t.total++
 	t.byStatus[a.Status]++
+	if a.Status >= 200 && a.Status < 300 {
+		if t.latency == 0 {
+			t.latency = max(a.Took, 1)
+		} else {
+			t.latency += (a.Took - t.latency) / 4
+		}
+	}
 	t.mu.Unlock()
 	t.observeBudget(resp)
 }

@@ -1,0 +1,422 @@
+package stripe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+	"github.com/valyala/fastjson"
+)
+
+// A read-ahead lists a stretch of the window ahead of the events stream,
+// at the same time, when Stripe answers slower than the pacing allows.
+//
+// The events stream (ListChanges) is one list read through its cursor:
+// each page's request needs the cursor the page before answered with, so
+// it makes at most one request per answer's latency, whatever the pacing
+// allows. At 100 ms an answer and 20 requests/s, a month's 252 requests
+// took 26 s where the pacing allows 12.6 (docs/benchmarks.md, "A provider
+// that answers late"). A read-ahead is a second stream on a list that does
+// not depend on the first: the window's events from some later time hi
+// downwards (created[gte]=lo, created[lt]=hi, newest first, no cursor to
+// start from), their JSON kept in an unlinked temp file. The stream reads
+// on, oldest first; once it reaches an event created after the oldest
+// second the read-ahead listed (every event after that second, up to hi,
+// was listed), the read-ahead stops, its events from that one on are
+// delivered from the file, oldest first, and the stream goes on from the
+// newest (ending_before), with the next read-ahead above it. Both lists
+// are Stripe's one order of the window's events ("in reverse chronological
+// order", docs/providers/stripe.md, section 3), read from two ends; where
+// they meet, the stream's event must be one the read-ahead listed, in the
+// same order as the rest of the stream's page, or the read-ahead is let
+// go and the stream reads on by itself (a warning).
+type ahead struct {
+	lo, hi int64 // the stretch listed: created[gte], created[lt]
+	// top: hi is the window's end, so the newest event listed is the
+	// window's newest.
+	top    bool
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the listing ended
+
+	f   *os.File // the events' JSON, one after another
+	off int64
+
+	mu  sync.Mutex
+	evs []aheadEvent // as listed, newest first
+	pos map[string]int
+	// all: listed to lo (every event of [lo, hi)); err: the listing
+	// failed (the stream reads on by itself).
+	all   bool
+	err   error
+	bytes int64         // of used
+	used  *atomic.Int64 // the bound's count
+}
+
+// aheadEvent is one event a read-ahead listed: where its JSON lies.
+type aheadEvent struct {
+	id      string
+	created int64
+	off     int64
+	n       int
+}
+
+// aheadEvents is how many events a read-ahead aims to list: the stretch
+// between the stream and hi is planned to hold twice as many, half for
+// each stream.
+const aheadEvents = 5000
+
+// AheadMax bounds the disk every read-ahead of the process holds together;
+// past it a read-ahead lists no further (the stream reads the rest). With
+// the GoCardless provider's spills (48 MiB) it stays within the 64 MiB
+// /tmp of the deployment's manifests.
+const AheadMax = 12 << 20
+
+// aheadUsed is the disk the process's read-aheads hold.
+var aheadUsed atomic.Int64
+
+// aheadFloor is the latency below which no read-ahead starts: an answer on
+// loopback, where the engine, not the stream, is what a run waits for.
+const aheadFloor = 20 * time.Millisecond
+
+// latencyBound reports whether the events stream waits for Stripe's
+// answers longer than the pacing between two requests: one stream cannot
+// use the budget, a second can.
+func (p *Provider) latencyBound() bool {
+	if p.aheadAlways {
+		return true
+	}
+	iv := p.tr.Interval()
+	return iv > 0 && p.tr.Latency() > max(iv*3/2, aheadFloor)
+}
+
+// startAhead lists [lo, hi) of the account's window newest first into a
+// temp file, in a goroutine, until it holds want events (at a page's end);
+// nil when no file can be had (the stream reads on by itself).
+func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64, top bool, want int) *ahead {
+	f, err := os.CreateTemp(p.aheadDir, "reconciler-stripe-ahead-*")
+	if err != nil {
+		p.log.Debug("stripe read-ahead without a temp file; the stream reads on by itself", "error", err)
+		return nil
+	}
+	_ = os.Remove(f.Name()) // unlinked: gone with the process whatever ends it
+	ctx, cancel := context.WithCancel(ctx)
+	a := &ahead{lo: lo, hi: hi, top: top, cancel: cancel, done: make(chan struct{}), f: f, pos: map[string]int{}}
+	go func() {
+		defer close(a.done)
+		params := &stripego.EventListParams{
+			ListParams:   listParams(ctx, account, p.page),
+			CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: lo, LesserThan: hi},
+			Types:        types(),
+		}
+		it := p.eventIter(params, true)
+		used, most := &aheadUsed, int64(AheadMax)
+		if p.aheadMax > 0 {
+			used, most = &p.aheadUsed, p.aheadMax // a bound of its own (tests)
+		}
+		a.used = used
+		for it.Next() {
+			ev := it.Current().(*leanEvent)
+			n := int64(len(ev.raw))
+			if used.Add(n) > most {
+				used.Add(-n)
+				return // past the bound: listed as far as it holds
+			}
+			if _, err := a.f.Write(ev.raw); err != nil {
+				used.Add(-n)
+				return
+			}
+			a.mu.Lock()
+			a.bytes += n
+			a.pos[ev.ID] = len(a.evs)
+			a.evs = append(a.evs, aheadEvent{id: ev.ID, created: ev.Created, off: a.off, n: len(ev.raw)})
+			a.mu.Unlock()
+			a.off += n
+			if len(a.evs) >= want && lastOfPage(it, ev) {
+				return // as many as it aims for: the stream lists the rest
+			}
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		switch err := it.Err(); {
+		case err == nil:
+			a.all = true
+		case ctx.Err() == nil:
+			a.err = err
+		}
+	}()
+	return a
+}
+
+// reached reports whether the stream's next event ev lies where the
+// read-ahead listed every event (meet), or past the whole stretch (gone).
+func (a *ahead) reached(ev *leanEvent) (meet, gone bool) {
+	if ev.Created >= a.hi {
+		return false, true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.err != nil:
+		return false, true // the listing failed: the stream reads on by itself
+	case a.all:
+		return ev.Created >= a.lo && len(a.evs) > 0, false
+	case len(a.evs) > 0:
+		return ev.Created > a.evs[len(a.evs)-1].created, false
+	}
+	return false, false
+}
+
+// stop ends the listing and waits for it.
+func (a *ahead) stop() {
+	a.cancel()
+	<-a.done
+}
+
+// close stops the listing and lets its file go.
+func (a *ahead) close() {
+	if a == nil {
+		return
+	}
+	a.stop()
+	if a.used != nil {
+		a.used.Add(-a.bytes)
+	}
+	a.bytes = 0
+	_ = a.f.Close()
+}
+
+// from returns, once the listing stopped, the index of the oldest event
+// listed in ev's second or after: the stream's event ev must be among
+// those listed, and the stream's page after it (rest, oldest first) what
+// was listed after it; -1 when not (the two lists disagree, or the
+// listing failed). Every event from ev's second on was listed, and the
+// stream handed on every event before that second.
+func (a *ahead) from(ev *leanEvent, rest []*leanEvent) int {
+	if a.err != nil {
+		return -1
+	}
+	k, ok := a.pos[ev.ID]
+	if !ok {
+		return -1
+	}
+	for i, r := range rest {
+		j := k - 1 - i
+		if j < 0 {
+			break
+		}
+		if a.evs[j].id != r.ID {
+			return -1
+		}
+	}
+	for k+1 < len(a.evs) && a.evs[k+1].created >= ev.Created {
+		k++
+	}
+	return k
+}
+
+// each hands fn the events listed from index k to the newest, oldest
+// first, decoded from the file as from a page, but those handed on
+// already (done: of the second the stream was in).
+func (a *ahead) each(k int, done func(id string, created int64) bool, fn func(*leanEvent) error) error {
+	var parser fastjson.Parser
+	for j := k; j >= 0; j-- {
+		e := a.evs[j]
+		if done(e.id, e.created) {
+			continue
+		}
+		raw := make([]byte, e.n)
+		if _, err := a.f.ReadAt(raw, e.off); err != nil {
+			return fmt.Errorf("stripe read-ahead: read back event %s: %w", e.id, err)
+		}
+		ev := new(leanEvent)
+		if _, err := decodeEvent(&parser, raw, ev); err != nil {
+			return fmt.Errorf("stripe read-ahead: decode event %s: %w", e.id, err)
+		}
+		if ev.ID != e.id {
+			return errors.New("stripe read-ahead: an event read back is not the one listed")
+		}
+		ev.raw = raw
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// second is the ids handed on in the latest second the stream reached:
+// where a read-ahead takes over in that second, it hands on the rest of
+// the second's events, whatever order each list gives a second's events.
+type second struct {
+	at  int64
+	ids map[string]bool
+}
+
+func (s *second) add(id string, at int64) {
+	if at != s.at || s.ids == nil {
+		s.at = at
+		if s.ids == nil {
+			s.ids = map[string]bool{}
+		}
+		clear(s.ids)
+	}
+	s.ids[id] = true
+}
+
+func (s *second) has(id string, at int64) bool { return at == s.at && s.ids[id] }
+
+// density is the events a second of the stretch listed, at least one
+// event in the stretch's span.
+func (a *ahead) density() float64 {
+	if len(a.evs) < 2 {
+		return 0
+	}
+	span := a.evs[0].created - a.evs[len(a.evs)-1].created + 1
+	return float64(len(a.evs)) / float64(span)
+}
+
+// aheadSpan is how far above from the next read-ahead's hi lies: the
+// seconds that hold twice aheadEvents at density (events a second); the
+// whole rest of the window when density is unknown.
+func aheadSpan(density float64, events int) int64 {
+	if density <= 0 {
+		return 1 << 40
+	}
+	return max(int64(float64(2*events)/density), 1)
+}
+
+// stream reads the window's events oldest first after anchor (params'
+// filters), handing each to add, with a read-ahead above it while Stripe
+// answers slower than the pacing allows (latencyBound).
+func (p *Provider) stream(ctx context.Context, account string, params *stripego.EventListParams, anchor string, until int64, add func(*leanEvent) error) error {
+	var ra *ahead
+	defer func() { ra.close() }()
+	n := p.aheadN
+	if n <= 0 {
+		n = aheadEvents
+	}
+	var density float64 // the window's events a second, as last seen
+	var sec second      // the events handed on in the latest second
+	hand := func(ev *leanEvent) error {
+		sec.add(ev.ID, ev.Created)
+		return add(ev)
+	}
+outer:
+	for {
+		params.EndingBefore = stripego.String(anchor)
+		it := p.eventIter(params, true) // each event is mapped before the next page
+		seen, firstAt := 0, int64(0)    // the stream's events since it went on
+		for it.Next() {
+			ev := it.Current().(*leanEvent)
+			if sec.has(ev.ID, ev.Created) {
+				// Handed on from a read-ahead: the stream went on from
+				// its newest, whose second a list may order otherwise.
+				continue
+			}
+			if ra != nil {
+				meet, gone := ra.reached(ev)
+				if gone {
+					ra.close() // the stream listed the whole stretch itself
+					ra = nil
+				} else if meet {
+					ra.stop()
+					k := ra.from(ev, restOfPage(it, ev))
+					if k < 0 {
+						if ra.err == nil {
+							p.log.Warn("stripe read-ahead disagrees with the events stream; the stream reads on by itself",
+								"event_id", ev.ID, "from", ra.lo, "until", ra.hi)
+						}
+						ra.close()
+						ra = nil
+					} else {
+						if err := ra.each(k, sec.has, hand); err != nil {
+							return err
+						}
+						p.aheadTaken.Add(1)
+						newest, top := ra.evs[0], ra.top
+						density = cmpOr(ra.density(), density)
+						p.log.Debug("stripe events read ahead delivered", "events", k+1, "newest", newest.id)
+						ra.close()
+						ra = nil
+						if top {
+							return nil // the read-ahead listed the window's newest event
+						}
+						anchor = newest.id
+						ra = p.nextAhead(ctx, account, newest.created, until, density, n)
+						continue outer
+					}
+				}
+			}
+			if err := hand(ev); err != nil {
+				return err
+			}
+			if seen++; seen == 1 {
+				firstAt = ev.Created
+			}
+			if ra == nil && seen >= int(p.page) && p.latencyBound() {
+				if ev.Created > firstAt {
+					density = float64(seen) / float64(ev.Created-firstAt+1)
+				}
+				ra = p.nextAhead(ctx, account, ev.Created, until, density, n)
+				seen, firstAt = 0, 0
+			}
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("list stripe events: %w", translate(err))
+		}
+		return nil
+	}
+}
+
+// nextAhead starts the read-ahead of the stretch above lo, the stream's
+// position: up to where density puts twice n events, at most the window's
+// end; nil when the rest of the window is too short to be worth it.
+func (p *Provider) nextAhead(ctx context.Context, account string, lo, until int64, density float64, n int) *ahead {
+	if density > 0 && float64(until-lo)*density < float64(2*p.page) {
+		return nil
+	}
+	hi, top := lo+aheadSpan(density, n), false
+	if hi >= until {
+		hi, top = until, true
+	}
+	if hi <= lo {
+		return nil
+	}
+	return p.startAhead(ctx, account, lo, hi, top, n)
+}
+
+// lastOfPage reports whether ev is the last event of the page the
+// iterator read it in (a read-ahead lists newest first: the oldest).
+func lastOfPage(it *stripego.Iter, ev *leanEvent) bool {
+	l, ok := it.List().(*leanEventList)
+	return ok && len(l.events) > 0 && l.events[len(l.events)-1] == ev
+}
+
+// restOfPage is what the stream's page holds after ev, oldest first.
+func restOfPage(it *stripego.Iter, ev *leanEvent) []*leanEvent {
+	l, ok := it.List().(*leanEventList)
+	if !ok {
+		return nil
+	}
+	for j, e := range l.events {
+		if e == ev {
+			out := make([]*leanEvent, 0, j)
+			for i := j - 1; i >= 0; i-- {
+				out = append(out, l.events[i])
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+func cmpOr(a, b float64) float64 {
+	if a > 0 {
+		return a
+	}
+	return b
+}
