@@ -35,6 +35,9 @@ type env struct {
 	fake *stripefake.Server
 	acct *stripefake.Account
 	url  string
+	// readAhead, when set, is the events each of the provider's
+	// read-aheads aims at, reading ahead whatever the latency.
+	readAhead int
 }
 
 func newEnv(t *testing.T) *env { return newEnvOn(t, "postgres") }
@@ -70,7 +73,8 @@ func stores(t *testing.T, f func(t *testing.T, e *env)) {
 
 func (e *env) provider() *stripe.Provider {
 	p, err := stripe.New(stripe.Config{APIKey: "sk_test_reconciler", BaseURL: e.url, MaxRetries: 10,
-		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+		Sleep:     func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+		ReadAhead: e.readAhead > 0, ReadAheadEvents: e.readAhead})
 	require.NoError(e.t, err)
 	return p
 }

@@ -37,6 +37,10 @@ type variant struct {
 	// carryMemory is Options.CarryMemory: 0 the default budget, -1 every
 	// carried payment spilled to the carry table, a few KiB some of them.
 	carryMemory int
+	// readAhead: the provider reads ahead of its events stream whatever
+	// the latency, each read-ahead aiming at this many events (0: as it
+	// does on loopback, never).
+	readAhead int
 }
 
 var metamorphicVariants = []variant{
@@ -49,6 +53,9 @@ var metamorphicVariants = []variant{
 	{name: "every webhook lost", lossSeed: 6, loss: 100, batchSize: 100},
 	{name: "every webhook lost, the carry spilled", lossSeed: 6, loss: 100, batchSize: 7, carryMemory: -1},
 	{name: "30% lost, batch 7, the carry partly spilled", lossSeed: 2, loss: 30, batchSize: 7, carryMemory: 8 << 10},
+	{name: "30% lost, batch 7, read ahead 150 events at a time", lossSeed: 2, loss: 30, batchSize: 7, readAhead: 150},
+	{name: "30% lost, interrupted and resumed, read ahead", lossSeed: 4, loss: 30, batchSize: 25, interrupt: true, readAhead: 120},
+	{name: "every webhook lost, read ahead", lossSeed: 6, loss: 100, batchSize: 100, readAhead: 200},
 }
 
 func TestMetamorphicStripe(t *testing.T) {
@@ -85,6 +92,7 @@ func metamorphicAccount(e *env) {
 func runVariant(t *testing.T, store string, v variant) []string {
 	t.Helper()
 	e := newEnvSerial(t, store)
+	e.readAhead = v.readAhead
 	metamorphicAccount(e)
 	ds := webhooksim.Stripe(e.acct.Deliveries())
 	rng := rand.New(rand.NewPCG(v.lossSeed, 99))

@@ -292,7 +292,7 @@ func aheadSpan(density float64, events int) int64 {
 // stream reads the window's events oldest first after anchor (params'
 // filters), handing each to add, with a read-ahead above it while Stripe
 // answers slower than the pacing allows (latencyBound).
-func (p *Provider) stream(ctx context.Context, account string, params *stripego.EventListParams, anchor string, until int64, add func(*leanEvent) error) error {
+func (p *Provider) stream(ctx context.Context, account string, params *stripego.EventListParams, anchor string, since, until int64, add func(*leanEvent) error) error {
 	var ra *ahead
 	defer func() { ra.close() }()
 	n := p.aheadN
@@ -346,7 +346,7 @@ outer:
 							return nil // the read-ahead listed the window's newest event
 						}
 						anchor = newest.id
-						ra = p.nextAhead(ctx, account, newest.created, until, density, n)
+						ra = p.nextAhead(ctx, account, max(newest.created, since), until, density, n)
 						continue outer
 					}
 				}
@@ -361,7 +361,7 @@ outer:
 				if ev.Created > firstAt {
 					density = float64(seen) / float64(ev.Created-firstAt+1)
 				}
-				ra = p.nextAhead(ctx, account, ev.Created, until, density, n)
+				ra = p.nextAhead(ctx, account, max(ev.Created, since), until, density, n)
 				seen, firstAt = 0, 0
 			}
 		}

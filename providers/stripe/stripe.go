@@ -388,7 +388,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			return err
 		}
 	}
-	if err := p.stream(ctx, lp.Account, params, anchor, until, add); err != nil {
+	if err := p.stream(ctx, lp.Account, params, anchor, since, until, add); err != nil {
 		return err
 	}
 	if err := flush(); err != nil {

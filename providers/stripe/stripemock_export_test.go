@@ -51,3 +51,19 @@ func (p *Provider) StuckPayoutSearch(account string) *StuckPayoutSearch {
 func (s *StuckPayoutSearch) PaidPayoutsFrom(ctx context.Context, day int64) ([]string, error) {
 	return s.f.paidPayoutsFrom(ctx, day)
 }
+
+// ReadAhead lists [since, until) of account as a read-ahead does (ahead.go),
+// to its end, and returns the ids it listed, newest first, and its error.
+func (p *Provider) ReadAhead(ctx context.Context, account string, since, until time.Time, events int) ([]string, error) {
+	a := p.startAhead(ctx, account, since.Unix(), until.Unix(), true, events)
+	if a == nil {
+		return nil, nil
+	}
+	defer a.close()
+	<-a.done
+	var ids []string
+	for _, e := range a.evs {
+		ids = append(ids, e.id)
+	}
+	return ids, a.err
+}

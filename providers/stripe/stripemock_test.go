@@ -497,6 +497,29 @@ func TestStripeMockRun(t *testing.T) {
 	})
 }
 
+// TestStripeMockReadAhead: the read-ahead's request (the events of a
+// stretch newest first: created[gte], created[lt], types[], no cursor) is
+// one Stripe's OpenAPI spec accepts, and it lists what stripe-mock has.
+func TestStripeMockReadAhead(t *testing.T) {
+	t.Parallel()
+	stripeMockBinary(t)
+	m := startStripeMock(t)
+	p := newStripeMockProvider(t, m)
+	now := time.Now().UTC()
+	ids, err := p.ReadAhead(context.Background(), "", now.Add(-24*time.Hour), now, 10)
+	require.NoError(t, err)
+	t.Logf("listed %v", ids)
+	ahead := 0
+	for _, x := range m.exchanges() {
+		if x.Path == "/v1/events" && x.Query.Get("ending_before") == "" && x.Query.Get("starting_after") == "" &&
+			x.Query.Get("created[lt]") != "" && x.Query.Get("created[gte]") != "" && x.Query.Get("types[0]") != "" {
+			ahead++
+		}
+	}
+	require.Positive(t, ahead, "the read-ahead's request reached stripe-mock")
+	m.requireAllAccepted(t, p)
+}
+
 func TestStripeMockDryRun(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, db *pgtest.DB) {
