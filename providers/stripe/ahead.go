@@ -65,10 +65,10 @@ type aheadEvent struct {
 	n       int
 }
 
-// aheadEvents is how many events a read-ahead aims to list: the stretch
-// between the stream and hi is planned to hold twice as many, half for
-// each stream.
-const aheadEvents = 5000
+// aheadEvents is how many events the stretch a read-ahead lists is planned
+// to hold, at the density last seen; it lists twice as many at most (the
+// stream lists the rest).
+const aheadEvents = 2000
 
 // AheadMax bounds the disk every read-ahead of the process holds together;
 // past it a read-ahead lists no further (the stream reads the rest). With
@@ -136,8 +136,8 @@ func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64,
 			a.evs = append(a.evs, aheadEvent{id: ev.ID, created: ev.Created, off: a.off, n: len(ev.raw)})
 			a.mu.Unlock()
 			a.off += n
-			if len(a.evs) >= want && lastOfPage(it, ev) {
-				return // as many as it aims for: the stream lists the rest
+			if len(a.evs) >= want && lastOfPage(it, ev) && it.Meta().HasMore {
+				return // as many as it may hold: the stream lists the rest
 			}
 		}
 		a.mu.Lock()
@@ -279,22 +279,30 @@ func (a *ahead) density() float64 {
 	return float64(len(a.evs)) / float64(span)
 }
 
-// aheadSpan is how far above from the next read-ahead's hi lies: the
-// seconds that hold twice aheadEvents at density (events a second); the
-// whole rest of the window when density is unknown.
+// aheadSpan is the seconds that hold events at density (events a
+// second), at least one; the whole rest of the window when density is
+// unknown.
 func aheadSpan(density float64, events int) int64 {
 	if density <= 0 {
 		return 1 << 40
 	}
-	return max(int64(float64(2*events)/density), 1)
+	return max(int64(float64(events)/density), 1)
 }
 
 // stream reads the window's events oldest first after anchor (params'
-// filters), handing each to add, with a read-ahead above it while Stripe
-// answers slower than the pacing allows (latencyBound).
+// filters), handing each to add. While Stripe answers slower than the
+// pacing allows (latencyBound), up to aheadDepth read-aheads list the
+// stretches above the stream, one after another, each of about n events
+// at the density last seen: the stream meets the first, hands on the rest
+// of it, then each next one listed whole, and goes on from the newest
+// event handed on (or ends, past the window's newest).
 func (p *Provider) stream(ctx context.Context, account string, params *stripego.EventListParams, anchor string, since, until int64, add func(*leanEvent) error) error {
-	var ra *ahead
-	defer func() { ra.close() }()
+	var queue []*ahead // the stretches read ahead, in order, each from where the last ends
+	defer func() {
+		for _, a := range queue {
+			a.close()
+		}
+	}()
 	n := p.aheadN
 	if n <= 0 {
 		n = aheadEvents
@@ -304,6 +312,57 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	hand := func(ev *leanEvent) error {
 		sec.add(ev.ID, ev.Created)
 		return add(ev)
+	}
+	pop := func() {
+		queue[0].close()
+		queue = queue[1:]
+	}
+	// topUp starts read-aheads, the first from lo, each from where the
+	// last ends, until aheadDepth list or one reaches the window's end.
+	topUp := func(lo int64) {
+		for len(queue) < aheadDepth {
+			if len(queue) > 0 {
+				last := queue[len(queue)-1]
+				if last.top {
+					return
+				}
+				lo = last.hi
+			}
+			a := p.nextAhead(ctx, account, max(lo, since), until, density, n)
+			if a == nil {
+				return
+			}
+			queue = append(queue, a)
+		}
+	}
+	// deliver hands on queue[0]'s events from index k, then those of each
+	// next stretch listed whole, and returns the newest handed on, and
+	// whether it was the window's newest.
+	deliver := func(k int) (newest aheadEvent, top bool, err error) {
+		for {
+			a := queue[0]
+			if err := a.each(k, sec.has, hand); err != nil {
+				return newest, false, err
+			}
+			p.aheadTaken.Add(1)
+			if len(a.evs) > 0 {
+				newest = a.evs[0]
+				density = cmpOr(a.density(), density)
+			}
+			top = a.top
+			p.log.Debug("stripe events read ahead delivered", "events", k+1, "until", a.hi)
+			pop()
+			if top || len(queue) == 0 {
+				return newest, top, nil
+			}
+			next := queue[0]
+			<-next.done
+			if !next.all || next.err != nil || len(next.evs) == 0 {
+				return newest, false, nil // the stream reads on to it
+			}
+			topUp(0)
+			k = len(next.evs) - 1
+		}
 	}
 outer:
 	for {
@@ -317,39 +376,35 @@ outer:
 				// its newest, whose second a list may order otherwise.
 				continue
 			}
-			if ra != nil {
-				meet, gone := ra.reached(ev)
+			for len(queue) > 0 {
+				meet, gone := queue[0].reached(ev)
 				if gone {
-					ra.close() // the stream listed the whole stretch itself
-					ra = nil
-				} else if meet {
-					ra.stop()
-					k := ra.from(ev, restOfPage(it, ev))
-					if k < 0 {
-						if ra.err == nil {
-							p.log.Warn("stripe read-ahead disagrees with the events stream; the stream reads on by itself",
-								"event_id", ev.ID, "from", ra.lo, "until", ra.hi)
-						}
-						ra.close()
-						ra = nil
-					} else {
-						if err := ra.each(k, sec.has, hand); err != nil {
-							return err
-						}
-						p.aheadTaken.Add(1)
-						newest, top := ra.evs[0], ra.top
-						density = cmpOr(ra.density(), density)
-						p.log.Debug("stripe events read ahead delivered", "events", k+1, "newest", newest.id)
-						ra.close()
-						ra = nil
-						if top {
-							return nil // the read-ahead listed the window's newest event
-						}
-						anchor = newest.id
-						ra = p.nextAhead(ctx, account, max(newest.created, since), until, density, n)
-						continue outer
-					}
+					pop() // the stream listed the whole stretch itself
+					continue
 				}
+				if !meet {
+					break
+				}
+				queue[0].stop()
+				k := queue[0].from(ev, restOfPage(it, ev))
+				if k < 0 {
+					if queue[0].err == nil {
+						p.log.Warn("stripe read-ahead disagrees with the events stream; the stream reads on by itself",
+							"event_id", ev.ID, "from", queue[0].lo, "until", queue[0].hi)
+					}
+					pop()
+					continue
+				}
+				newest, top, err := deliver(k)
+				if err != nil {
+					return err
+				}
+				if top {
+					return nil // the read-ahead listed the window's newest event
+				}
+				anchor = newest.id
+				topUp(newest.created)
+				continue outer
 			}
 			if err := hand(ev); err != nil {
 				return err
@@ -357,11 +412,9 @@ outer:
 			if seen++; seen == 1 {
 				firstAt = ev.Created
 			}
-			if ra == nil && seen >= int(p.page) && p.latencyBound() {
-				if ev.Created > firstAt {
-					density = float64(seen) / float64(ev.Created-firstAt+1)
-				}
-				ra = p.nextAhead(ctx, account, max(ev.Created, since), until, density, n)
+			if len(queue) == 0 && seen >= int(p.page) && p.latencyBound() {
+				density = float64(seen) / float64(ev.Created-firstAt+1)
+				topUp(ev.Created)
 				seen, firstAt = 0, 0
 			}
 		}
@@ -372,21 +425,23 @@ outer:
 	}
 }
 
-// nextAhead starts the read-ahead of the stretch above lo, the stream's
-// position: up to where density puts twice n events, at most the window's
-// end; nil when the rest of the window is too short to be worth it.
+// aheadDepth is how many read-aheads list at once at most: with the stream
+// and a payout's balance transactions, enough requests in flight to keep
+// 20 a second at a few hundred milliseconds an answer.
+const aheadDepth = 3
+
+// nextAhead starts the read-ahead of the stretch from lo: up to where
+// density puts n events, at most the window's end; nil when the rest of
+// the window is too short to be worth it.
 func (p *Provider) nextAhead(ctx context.Context, account string, lo, until int64, density float64, n int) *ahead {
-	if density > 0 && float64(until-lo)*density < float64(2*p.page) {
+	if lo >= until || density > 0 && float64(until-lo)*density < float64(2*p.page) {
 		return nil
 	}
 	hi, top := lo+aheadSpan(density, n), false
 	if hi >= until {
 		hi, top = until, true
 	}
-	if hi <= lo {
-		return nil
-	}
-	return p.startAhead(ctx, account, lo, hi, top, n)
+	return p.startAhead(ctx, account, lo, hi, top, 2*n)
 }
 
 // lastOfPage reports whether ev is the last event of the page the

@@ -115,6 +115,35 @@ func TestReadAheadDeliversWhatTheStreamDoes(t *testing.T) {
 	}
 }
 
+// TestReadAheadCutShort: stretches planned at a density the window does not
+// keep (a quiet day, then a burst), or more than the read-aheads' bound on
+// disk holds, are listed in part: such a read-ahead is cut short, at a
+// page's end, and the stream reads on to where it began, meeting it inside
+// a second, instead of going on from the stretch before; the listing is
+// the same.
+func TestReadAheadCutShort(t *testing.T) {
+	t.Parallel()
+	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 12})
+	u := fake.Start()
+	t.Cleanup(fake.Close)
+	a := fake.Account("")
+	a.CreatePayment(100, "gbp", false, now.Add(-40*time.Hour))
+	a.Generate(stripefake.GenOptions{Payments: 150, Start: now.Add(-30 * time.Hour), End: now.Add(-3 * time.Hour), Seed: 5})
+	a.Generate(stripefake.GenOptions{Payments: 1500, Start: now.Add(-3 * time.Hour), End: now.Add(-2*time.Hour - 50*time.Minute), Seed: 6})
+	a.Generate(stripefake.GenOptions{Payments: 100, Start: now.Add(-2*time.Hour - 50*time.Minute), End: now.Add(-time.Minute), Seed: 7})
+	lp := reconcile.ListParams{Since: now.Add(-31 * time.Hour), Until: now}
+	for _, c := range []struct {
+		page int64
+		n    int
+		most int64 // ReadAheadMax: the read-aheads listing at once share it
+	}{{100, 80, 0}, {100, 150, 0}, {37, 40, 0}, {100, 150, 150 << 10}, {37, 60, 60 << 10}} {
+		want := listAll(t, aheadProvider(t, u, stripe.Config{PageSize: c.page}), lp)
+		p := aheadProvider(t, u, stripe.Config{PageSize: c.page, ReadAhead: true, ReadAheadEvents: c.n, ReadAheadMax: c.most})
+		requireSameListing(t, want, listAll(t, p, lp))
+		require.Positive(t, p.ReadAheadsTaken())
+	}
+}
+
 // TestReadAheadWithinItsBounds: a read-ahead stops at the process's bound
 // on its files (the stream reads the rest), and without a temp directory
 // there is none; either way the same listing.
