@@ -82,6 +82,9 @@ func TestReadAheadDeliversWhatTheStreamDoes(t *testing.T) {
 		{"dense, anchored, 100 a page, 250 ahead", 1500, 40 * time.Minute, true, 100, 250},
 		{"dense, anchored, 37 a page, 90 ahead", 1500, 40 * time.Minute, true, 37, 90},
 		{"sparse days, anchored, 100 a page, 400 ahead", 1500, 30 * time.Hour, true, 100, 400},
+		// Daily payouts sweeping charges two days old: their balance
+		// transactions are listed ahead too (payoutahead.go).
+		{"four days of payouts, anchored, 100 a page, 300 ahead", 2000, 96 * time.Hour, true, 100, 300},
 		{"young account (no anchor), 100 a page, 300 ahead", 1200, 2 * time.Hour, false, 100, 300},
 	} {
 		t.Run(c.name, func(t *testing.T) {
