@@ -309,18 +309,25 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	}
 	var density float64 // the window's events a second, as last seen
 	var sec second      // the events handed on in the latest second
+	failed := false     // a read-ahead failed: none is started again
 	hand := func(ev *leanEvent) error {
 		sec.add(ev.ID, ev.Created)
 		return add(ev)
 	}
 	pop := func() {
-		queue[0].close()
+		a := queue[0]
+		a.close()
+		if a.err != nil && !failed {
+			p.log.Warn("stripe read-ahead failed; the stream reads the rest of the window itself",
+				"from", a.lo, "until", a.hi, "error", translate(a.err))
+			failed = true // no further read-ahead: each would fail alike
+		}
 		queue = queue[1:]
 	}
 	// topUp starts read-aheads, the first from lo, each from where the
 	// last ends, until aheadDepth list or one reaches the window's end.
 	topUp := func(lo int64) {
-		for len(queue) < aheadDepth {
+		for !failed && len(queue) < aheadDepth {
 			if len(queue) > 0 {
 				last := queue[len(queue)-1]
 				if last.top {
@@ -412,7 +419,7 @@ outer:
 			if seen++; seen == 1 {
 				firstAt = ev.Created
 			}
-			if len(queue) == 0 && seen >= int(p.page) && p.latencyBound() {
+			if len(queue) == 0 && !failed && seen >= int(p.page) && p.latencyBound() {
 				density = float64(seen) / float64(ev.Created-firstAt+1)
 				topUp(ev.Created)
 				seen, firstAt = 0, 0

@@ -1,13 +1,16 @@
 package stripe_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,6 +240,70 @@ func reorderingProxy(t *testing.T, u string, single bool) string {
 	}))
 	t.Cleanup(proxy.Close)
 	return proxy.URL
+}
+
+// TestReadAheadThatFailsIsLetGo: a read-ahead whose requests Stripe refuses
+// is let go with a warning (naming the status, never the key), none is
+// started again, and the stream reads the window itself: the same listing.
+func TestReadAheadThatFailsIsLetGo(t *testing.T) {
+	t.Parallel()
+	u, lp := aheadAccount(t, 1500, 40*time.Minute, true)
+	want := listAll(t, aheadProvider(t, u, stripe.Config{}), lp)
+	target, err := url.Parse(u)
+	require.NoError(t, err)
+	refused := 0
+	var mu sync.Mutex
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, _ := url.ParseQuery(r.URL.RawQuery)
+		if r.URL.Path == "/v1/events" && q.Get("ending_before") == "" && q.Get("created[lt]") != "" && q.Get("limit") != "1" {
+			mu.Lock()
+			refused++
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"type":"invalid_request_error","message":"no stretches today"}}`)
+			return
+		}
+		r.URL.Scheme, r.URL.Host, r.RequestURI = target.Scheme, target.Host, ""
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(proxy.Close)
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	p := aheadProvider(t, proxy.URL, stripe.Config{ReadAhead: true, ReadAheadEvents: 300,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, nil))})
+	requireSameListing(t, want, listAll(t, p, lp))
+	require.Zero(t, p.ReadAheadsTaken())
+	mu.Lock()
+	require.Positive(t, refused, "read-aheads were tried")
+	require.LessOrEqual(t, refused, 3, "none started once one failed (three start at once)")
+	mu.Unlock()
+	logMu.Lock()
+	defer logMu.Unlock()
+	require.Contains(t, logs.String(), "stripe read-ahead failed")
+	require.Contains(t, logs.String(), "no stretches today")
+	require.NotContains(t, logs.String(), "sk_test_x")
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // reverseSeconds reverses the order of each run of events of one second in
