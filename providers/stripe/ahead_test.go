@@ -214,9 +214,31 @@ func TestReadAheadThatDisagreesIsLetGo(t *testing.T) {
 // events in the reverse of the fake's order; with single, the stream's
 // pages (ending_before) hold only their oldest event.
 func reorderingProxy(t *testing.T, u string, single bool) string {
+	return proxy(t, u, nil, func(r *http.Request, q url.Values, body []byte) []byte {
+		if r.URL.Path != "/v1/events" {
+			return body
+		}
+		switch {
+		case q.Get("ending_before") == "" && q.Get("created[lt]") != "":
+			return reverseSeconds(body)
+		case q.Get("ending_before") != "" && single:
+			return oldestOnly(body)
+		}
+		return body
+	})
+}
+
+// proxy serves the fake at u through intercept, which answers a request
+// itself when it reports true (nil: none); the fake's successful answers
+// go back through rewrite (nil: as they came).
+func proxy(t *testing.T, u string, intercept func(w http.ResponseWriter, r *http.Request, q url.Values) bool, rewrite func(r *http.Request, q url.Values, body []byte) []byte) string {
 	target, err := url.Parse(u)
 	require.NoError(t, err)
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, _ := url.ParseQuery(r.URL.RawQuery)
+		if intercept != nil && intercept(w, r, q) {
+			return
+		}
 		r.URL.Scheme, r.URL.Host, r.RequestURI = target.Scheme, target.Host, ""
 		resp, err := http.DefaultTransport.RoundTrip(r)
 		if err != nil {
@@ -225,21 +247,15 @@ func reorderingProxy(t *testing.T, u string, single bool) string {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		q, _ := url.ParseQuery(r.URL.RawQuery)
-		if r.URL.Path == "/v1/events" && resp.StatusCode == http.StatusOK {
-			switch {
-			case q.Get("ending_before") == "" && q.Get("created[lt]") != "":
-				body = reverseSeconds(body)
-			case q.Get("ending_before") != "" && single:
-				body = oldestOnly(body)
-			}
+		if rewrite != nil && resp.StatusCode == http.StatusOK {
+			body = rewrite(r, q, body)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(body)
 	}))
-	t.Cleanup(proxy.Close)
-	return proxy.URL
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // TestReadAheadThatFailsIsLetGo: a read-ahead whose requests Stripe refuses
@@ -249,38 +265,23 @@ func TestReadAheadThatFailsIsLetGo(t *testing.T) {
 	t.Parallel()
 	u, lp := aheadAccount(t, 1500, 40*time.Minute, true)
 	want := listAll(t, aheadProvider(t, u, stripe.Config{}), lp)
-	target, err := url.Parse(u)
-	require.NoError(t, err)
 	refused := 0
 	var mu sync.Mutex
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q, _ := url.ParseQuery(r.URL.RawQuery)
-		if r.URL.Path == "/v1/events" && q.Get("ending_before") == "" && q.Get("created[lt]") != "" && q.Get("limit") != "1" {
-			mu.Lock()
-			refused++
-			mu.Unlock()
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, `{"error":{"type":"invalid_request_error","message":"no stretches today"}}`)
-			return
+	refusing := proxy(t, u, func(w http.ResponseWriter, r *http.Request, q url.Values) bool {
+		if r.URL.Path != "/v1/events" || q.Get("ending_before") != "" || q.Get("created[lt]") == "" || q.Get("limit") == "1" {
+			return false // the stream's pages and its anchor
 		}
-		r.URL.Scheme, r.URL.Host, r.RequestURI = target.Scheme, target.Host, ""
-		resp, err := http.DefaultTransport.RoundTrip(r)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(proxy.Close)
+		mu.Lock()
+		refused++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"type":"invalid_request_error","message":"no stretches today"}}`)
+		return true
+	}, nil)
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	p := aheadProvider(t, proxy.URL, stripe.Config{ReadAhead: true, ReadAheadEvents: 300,
+	p := aheadProvider(t, refusing, stripe.Config{ReadAhead: true, ReadAheadEvents: 300,
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, nil))})
 	requireSameListing(t, want, listAll(t, p, lp))
 	require.Zero(t, p.ReadAheadsTaken())
