@@ -21,20 +21,23 @@ import (
 // it makes at most one request per answer's latency, whatever the pacing
 // allows. At 100 ms an answer and 20 requests/s, a month's 252 requests
 // took 26 s where the pacing allows 12.6 (docs/benchmarks.md, "A provider
-// that answers late"). A read-ahead is a second stream on a list that does
-// not depend on the first: the window's events from some later time hi
-// downwards (created[gte]=lo, created[lt]=hi, newest first, no cursor to
-// start from), their JSON kept in an unlinked temp file. The stream reads
-// on, oldest first; once it reaches an event created after the oldest
-// second the read-ahead listed (every event after that second, up to hi,
-// was listed), the read-ahead stops, its events from that one on are
-// delivered from the file, oldest first, and the stream goes on from the
-// newest (ending_before), with the next read-ahead above it. Both lists
-// are Stripe's one order of the window's events ("in reverse chronological
-// order", docs/providers/stripe.md, section 3), read from two ends; where
-// they meet, the stream's event must be one the read-ahead listed, in the
-// same order as the rest of the stream's page, or the read-ahead is let
-// go and the stream reads on by itself (a warning).
+// that answers late"). A read-ahead is another stream, on a list that does
+// not depend on the first: the events of a stretch [lo, hi) of the window
+// (created[gte], created[lt], newest first, no cursor to start from),
+// their JSON kept in an unlinked temp file. Up to aheadDepth list the
+// stretches above the stream one after another (stream). Once the stream
+// reaches an event created after the oldest second the first one listed
+// (every event after that second, up to hi, was listed), that read-ahead
+// stops; the rest of the stream's second and everything after it are
+// handed on from the file, oldest first, then each next stretch listed
+// whole, and the stream goes on from the newest (ending_before). Both
+// lists are Stripe's one order of the window's events ("in reverse
+// chronological order"; docs/providers/stripe.md, sections 7 and 23),
+// read from two ends; where they meet, the stream's event must be one the
+// read-ahead listed, in the same order as the rest of the stream's page,
+// or the read-ahead is let go and the stream reads on by itself (a
+// warning). A second's events are handed on once each, whatever order each
+// list gives them (second).
 type ahead struct {
 	lo, hi int64 // the stretch listed: created[gte], created[lt]
 	// top: hi is the window's end, so the newest event listed is the
@@ -96,12 +99,11 @@ func (p *Provider) latencyBound() bool {
 
 // startAhead lists [lo, hi) of the account's window newest first into a
 // temp file, in a goroutine, until it holds want events (at a page's end);
-// nil when no file can be had (the stream reads on by itself).
-func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64, top bool, want int) *ahead {
+// an error when no file can be had.
+func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64, top bool, want int) (*ahead, error) {
 	f, err := os.CreateTemp(p.aheadDir, "reconciler-stripe-ahead-*")
 	if err != nil {
-		p.log.Debug("stripe read-ahead without a temp file; the stream reads on by itself", "error", err)
-		return nil
+		return nil, err
 	}
 	_ = os.Remove(f.Name()) // unlinked: gone with the process whatever ends it
 	ctx, cancel := context.WithCancel(ctx)
@@ -149,7 +151,7 @@ func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64,
 			a.err = err
 		}
 	}()
-	return a
+	return a, nil
 }
 
 // reached reports whether the stream's next event ev lies where the
@@ -356,7 +358,11 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 				}
 				lo = last.hi
 			}
-			a := p.nextAhead(ctx, account, max(lo, since), until, density, n)
+			a, err := p.nextAhead(ctx, account, max(lo, since), until, density, n)
+			if err != nil {
+				p.log.Warn("stripe read-ahead has no temp file; the stream reads the window by itself", "error", err)
+				failed = true
+			}
 			if a == nil {
 				return
 			}
@@ -461,9 +467,9 @@ const aheadDepth = 3
 // nextAhead starts the read-ahead of the stretch from lo: up to where
 // density puts n events, at most the window's end; nil when the rest of
 // the window is too short to be worth it.
-func (p *Provider) nextAhead(ctx context.Context, account string, lo, until int64, density float64, n int) *ahead {
+func (p *Provider) nextAhead(ctx context.Context, account string, lo, until int64, density float64, n int) (*ahead, error) {
 	if lo >= until || density > 0 && float64(until-lo)*density < float64(2*p.page) {
-		return nil
+		return nil, nil
 	}
 	hi, top := lo+aheadSpan(density, n), false
 	if hi >= until {

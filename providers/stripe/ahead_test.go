@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,7 +153,7 @@ func TestReadAheadCutShort(t *testing.T) {
 
 // TestReadAheadWithinItsBounds: a read-ahead stops at the process's bound
 // on its files (the stream reads the rest), and without a temp directory
-// there is none; either way the same listing.
+// there is none (one warning); either way the same listing.
 func TestReadAheadWithinItsBounds(t *testing.T) {
 	t.Parallel()
 	u, lp := aheadAccount(t, 1500, 40*time.Minute, true)
@@ -162,9 +163,15 @@ func TestReadAheadWithinItsBounds(t *testing.T) {
 	requireSameListing(t, want, listAll(t, small, lp))
 	require.Positive(t, small.ReadAheadsTaken(), "a read-ahead cut short by the bound is still taken")
 
-	none := aheadProvider(t, u, stripe.Config{ReadAhead: true, ReadAheadDir: "/nonexistent/reconciler"})
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	none := aheadProvider(t, u, stripe.Config{ReadAhead: true, ReadAheadDir: "/nonexistent/reconciler",
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logs, &mu}, nil))})
 	requireSameListing(t, want, listAll(t, none, lp))
 	require.Zero(t, none.ReadAheadsTaken())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, strings.Count(logs.String(), "stripe read-ahead has no temp file"), "one warning, then no read-ahead: %s", logs.String())
 }
 
 // TestReadAheadThatDisagreesIsLetGo: a server whose lists from the newest

@@ -55,9 +55,9 @@ func (s *StuckPayoutSearch) PaidPayoutsFrom(ctx context.Context, day int64) ([]s
 // ReadAhead lists [since, until) of account as a read-ahead does (ahead.go),
 // to its end, and returns the ids it listed, newest first, and its error.
 func (p *Provider) ReadAhead(ctx context.Context, account string, since, until time.Time, events int) ([]string, error) {
-	a := p.startAhead(ctx, account, since.Unix(), until.Unix(), true, events)
-	if a == nil {
-		return nil, nil
+	a, err := p.startAhead(ctx, account, since.Unix(), until.Unix(), true, events)
+	if err != nil {
+		return nil, err
 	}
 	defer a.close()
 	<-a.done
