@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reconciler/reconciler/internal/tmpfile"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/providers/gocardless/gcfake"
 	"github.com/reconciler/reconciler/reconcile"
@@ -80,7 +81,7 @@ func (w slicedWorld) list(t *testing.T, hold, pageSize int, lp reconcile.ListPar
 	p, err := New(Config{AccessToken: "sandbox_sliced", BaseURL: w.url, Hold: hold, PageSize: pageSize})
 	require.NoError(t, err)
 	p.noPrefetch = false // slices listed ahead, as a paced provider lists them
-	p.spills = newSpillBudget(1 << 30)
+	p.spills = tmpfile.NewBudget(1 << 30)
 	var out listed
 	p.held = func(from, end time.Time, n int) {
 		out.slices = append(out.slices, n)

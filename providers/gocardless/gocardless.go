@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/reconciler/reconciler/internal/retry"
+	"github.com/reconciler/reconciler/internal/tmpfile"
 	"github.com/reconciler/reconciler/providers/transport"
 	"github.com/reconciler/reconciler/reconcile"
 )
@@ -94,7 +95,7 @@ type Provider struct {
 	spillMax int64
 	// spills, when set (tests), is the budget of disk the provider's
 	// spills share in place of the process's (processSpills).
-	spills *spillBudget
+	spills *tmpfile.Budget
 	// noPrefetch: no slice is listed ahead (prefetch). Unpaced, the
 	// reading outruns the engine's writing anyway, and listing ahead would
 	// only cost CPU; tests set it either way. listedAhead counts the

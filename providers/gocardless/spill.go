@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
+
+	"github.com/reconciler/reconciler/internal/tmpfile"
 )
 
 // DefaultSpillMax bounds the bytes a window's spill keeps on disk (with
@@ -23,29 +24,8 @@ const DefaultSpillMax = 32 << 20
 // again from GoCardless, as without a spill).
 const ProcessSpillMax = 48 << 20
 
-// spillBudget is what the process's spills may still write.
-type spillBudget struct{ left atomic.Int64 }
-
-func newSpillBudget(n int64) *spillBudget {
-	b := &spillBudget{}
-	b.left.Store(n)
-	return b
-}
-
-// take reserves n bytes, reporting false (and reserving none) when fewer
-// are left.
-func (b *spillBudget) take(n int64) bool {
-	if b.left.Add(-n) < 0 {
-		b.left.Add(n)
-		return false
-	}
-	return true
-}
-
-func (b *spillBudget) give(n int64) { b.left.Add(n) }
-
 // processSpills is the process's budget (ProcessSpillMax).
-var processSpills = newSpillBudget(ProcessSpillMax)
+var processSpills = tmpfile.NewBudget(ProcessSpillMax)
 
 // spill keeps on disk the payment events' pages of the slice being read,
 // as GoCardless answered them. When the slice is given up (it holds more
@@ -58,7 +38,7 @@ var processSpills = newSpillBudget(ProcessSpillMax)
 type spill struct {
 	f       *os.File
 	max     int64
-	budget  *spillBudget // shared with the process's other spills
+	budget  *tmpfile.Budget // shared with the process's other spills
 	size    int64
 	regions []*spillRegion // kept, in the file's order
 	buf     []byte
@@ -87,13 +67,9 @@ type spillPage struct {
 // openSpill creates the spill's file in dir (os.TempDir when empty). It
 // returns nil, with the reason, when the file cannot be created: the
 // window is then read as before, every slice from GoCardless.
-func openSpill(dir string, most int64, budget *spillBudget) (*spill, error) {
-	f, err := os.CreateTemp(dir, "reconciler-gocardless-*.spill")
+func openSpill(dir string, most int64, budget *tmpfile.Budget) (*spill, error) {
+	f, err := tmpfile.Unlinked(dir, "reconciler-gocardless-*.spill")
 	if err != nil {
-		return nil, err
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
 		return nil, err
 	}
 	return &spill{f: f, max: most, budget: budget}, nil
@@ -110,7 +86,7 @@ func (s *spill) close() {
 // what it no longer holds (it took each page's as the page was added).
 func (s *spill) resize(n int64) {
 	if n < s.size {
-		s.budget.give(s.size - n)
+		s.budget.Give(s.size - n)
 	}
 	s.size = n
 }
@@ -131,14 +107,14 @@ func (s *spill) add(r *spillRegion, body []byte, read, lo, hi time.Time) {
 		return
 	}
 	need := int64(len(body)) + 4
-	if s.size+need > s.max || !s.budget.take(need) {
+	if s.size+need > s.max || !s.budget.Take(need) {
 		r.full = true
 		return
 	}
 	s.buf = binary.LittleEndian.AppendUint32(s.buf[:0], uint32(len(body)))
 	s.buf = append(s.buf, body...)
 	if _, err := s.f.WriteAt(s.buf, s.size); err != nil {
-		s.budget.give(need)
+		s.budget.Give(need)
 		r.full = true
 		return
 	}

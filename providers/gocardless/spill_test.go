@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reconciler/reconciler/internal/tmpfile"
 	"github.com/reconciler/reconciler/reconcile"
 )
 
@@ -104,7 +105,7 @@ func TestSlicesGivenUpAreReadBackFromTheSpill(t *testing.T) {
 			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		require.NoError(t, err)
 		p.spillDir, p.spillMax, p.noPrefetch = dir, most, !ahead // unpaced, as a test's provider is
-		p.spills = newSpillBudget(1 << 30)                       // not shared with the tests running beside it
+		p.spills = tmpfile.NewBudget(1 << 30)                    // not shared with the tests running beside it
 		var pages []reconcile.Page
 		require.NoError(t, p.ListChanges(context.Background(), w.lp, func(pg reconcile.Page) error {
 			// The spill's file is unlinked from the start: nothing to
@@ -175,7 +176,7 @@ func TestSpillKeepsWithinItsBound(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	page := []byte(`{"events":[{"id":"EV1","created_at":"2026-12-01T00:00:00.000Z"}],"linked":{},"meta":{"cursors":{"after":null}}}`)
-	budget := newSpillBudget(1 << 20)
+	budget := tmpfile.NewBudget(1 << 20)
 	s, err := openSpill(t.TempDir(), int64(3*(len(page)+4)), budget)
 	require.NoError(t, err)
 	defer s.close()
@@ -218,7 +219,7 @@ func TestSpillKeepsWithinItsBound(t *testing.T) {
 	s.release(c)
 	assert.Zero(t, size(), "every region released: the file is empty")
 	assert.Empty(t, s.regions)
-	assert.EqualValues(t, 1<<20, budget.left.Load(), "every byte given back to the budget")
+	assert.EqualValues(t, 1<<20, budget.Left(), "every byte given back to the budget")
 }
 
 // TestSpillsShareTheProcessBudget: runs at once share one bound on disk
@@ -229,7 +230,7 @@ func TestSpillsShareTheProcessBudget(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	page := []byte(`{"events":[],"linked":{},"meta":{"cursors":{"after":null}}}`)
-	budget := newSpillBudget(int64(2 * (len(page) + 4)))
+	budget := tmpfile.NewBudget(int64(2 * (len(page) + 4)))
 	a, err := openSpill(t.TempDir(), 1<<20, budget)
 	require.NoError(t, err)
 	b, err := openSpill(t.TempDir(), 1<<20, budget)
@@ -250,5 +251,5 @@ func TestSpillsShareTheProcessBudget(t *testing.T) {
 	b.add(rb, page, at, at, at)
 	assert.False(t, rb.full, "a closed spill gives its bytes back")
 	assert.True(t, b.keep(rb))
-	assert.Zero(t, budget.left.Load()-int64(len(page)+4))
+	assert.Zero(t, budget.Left()-int64(len(page)+4))
 }

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v76"
 	"github.com/valyala/fastjson"
+
+	"github.com/reconciler/reconciler/internal/tmpfile"
 )
 
 // A read-ahead lists a stretch of the window ahead of the events stream,
@@ -54,10 +55,10 @@ type ahead struct {
 	pos map[string]int
 	// all: listed to lo (every event of [lo, hi)); err: the listing
 	// failed (the stream reads on by itself).
-	all   bool
-	err   error
-	bytes int64         // of used
-	used  *atomic.Int64 // the bound's count
+	all    bool
+	err    error
+	bytes  int64           // taken from budget
+	budget *tmpfile.Budget // the read-aheads' bound
 }
 
 // aheadEvent is one event a read-ahead listed: where its JSON lies.
@@ -79,8 +80,8 @@ const aheadEvents = 2000
 // /tmp of the deployment's manifests.
 const AheadMax = 12 << 20
 
-// aheadUsed is the disk the process's read-aheads hold.
-var aheadUsed atomic.Int64
+// aheadBudget is what the process's read-aheads may still write.
+var aheadBudget = tmpfile.NewBudget(AheadMax)
 
 // aheadFloor is the latency below which no read-ahead starts: an answer on
 // loopback, where the engine, not the stream, is what a run waits for.
@@ -101,13 +102,12 @@ func (p *Provider) latencyBound() bool {
 // temp file, in a goroutine, until it holds want events (at a page's end);
 // an error when no file can be had.
 func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64, top bool, want int) (*ahead, error) {
-	f, err := os.CreateTemp(p.aheadDir, "reconciler-stripe-ahead-*")
+	f, err := tmpfile.Unlinked(p.aheadDir, "reconciler-stripe-ahead-*")
 	if err != nil {
 		return nil, err
 	}
-	_ = os.Remove(f.Name()) // unlinked: gone with the process whatever ends it
 	ctx, cancel := context.WithCancel(ctx)
-	a := &ahead{lo: lo, hi: hi, top: top, cancel: cancel, done: make(chan struct{}), f: f, pos: map[string]int{}}
+	a := &ahead{lo: lo, hi: hi, top: top, cancel: cancel, done: make(chan struct{}), f: f, pos: map[string]int{}, budget: p.aheadBudget}
 	go func() {
 		defer close(a.done)
 		params := &stripego.EventListParams{
@@ -116,20 +116,14 @@ func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64,
 			Types:        types(),
 		}
 		it := p.eventIter(params, true)
-		used, most := &aheadUsed, int64(AheadMax)
-		if p.aheadMax > 0 {
-			used, most = &p.aheadUsed, p.aheadMax // a bound of its own (tests)
-		}
-		a.used = used
 		for it.Next() {
 			ev := it.Current().(*leanEvent)
 			n := int64(len(ev.raw))
-			if used.Add(n) > most {
-				used.Add(-n)
+			if !a.budget.Take(n) {
 				return // past the bound: listed as far as it holds
 			}
 			if _, err := a.f.Write(ev.raw); err != nil {
-				used.Add(-n)
+				a.budget.Give(n)
 				return
 			}
 			a.mu.Lock()
@@ -185,9 +179,7 @@ func (a *ahead) close() {
 		return
 	}
 	a.stop()
-	if a.used != nil {
-		a.used.Add(-a.bytes)
-	}
+	a.budget.Give(a.bytes)
 	a.bytes = 0
 	_ = a.f.Close()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stripe/stripe-go/v76/client"
 
 	"github.com/reconciler/reconciler/internal/retry"
+	"github.com/reconciler/reconciler/internal/tmpfile"
 	"github.com/reconciler/reconciler/providers/transport"
 	"github.com/reconciler/reconciler/reconcile"
 )
@@ -133,8 +134,7 @@ type Provider struct {
 	aheadAlways bool
 	aheadN      int
 	aheadDir    string
-	aheadMax    int64
-	aheadUsed   atomic.Int64 // with aheadMax: its own bound's count
+	aheadBudget *tmpfile.Budget // the process's (aheadBudget), or its own with ReadAheadMax
 	aheadTaken  atomic.Int64
 }
 
@@ -181,12 +181,16 @@ func New(cfg Config) (*Provider, error) {
 		MaxNetworkRetries: stripego.Int64(0),
 	})
 	api := client.New(cfg.APIKey, &stripego.Backends{API: backend, Connect: backend, Uploads: backend})
+	budget := aheadBudget
+	if cfg.ReadAheadMax > 0 {
+		budget = tmpfile.NewBudget(cfg.ReadAheadMax) // a bound of its own (tests)
+	}
 	mode := "live"
 	if strings.Contains(cfg.APIKey, "_test_") {
 		mode = "test"
 	}
 	return &Provider{mode: mode, api: api, be: backend.(*stripego.BackendImplementation), tr: tr, shared: shared, page: cfg.PageSize, log: cfg.Logger,
-		aheadAlways: cfg.ReadAhead, aheadN: cfg.ReadAheadEvents, aheadDir: cfg.ReadAheadDir, aheadMax: cfg.ReadAheadMax}, nil
+		aheadAlways: cfg.ReadAhead, aheadN: cfg.ReadAheadEvents, aheadDir: cfg.ReadAheadDir, aheadBudget: budget}, nil
 }
 
 // ReadAheadsTaken is how many read-aheads the events stream went on from
