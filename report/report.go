@@ -327,31 +327,31 @@ func Write(ctx context.Context, w io.Writer, db *gorm.DB, format string, runIDs 
 			writeCSVTotals(cw, rr)
 		}
 		n := 0
-		// Each item encoded into one buffer, not a copy of its own as
-		// json.Marshal returns (issue 16). Encode writes what Marshal
-		// returns, and a newline.
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
+		// Each item appended by hand into one buffer (appendItem), its
+		// detail's fields parsed into one scratch slice.
+		p := parsers.Get()
+		var buf []byte
+		var scratch []field
 		// Keyset pages per action, those needing a human first: memory
 		// stays flat however many items a run has.
 		err = eachItem(ctx, db, id, func(it models.DriftItem) error {
-			item := triaged(itemOf(r, it), tri)
+			item, rest := newItem(r, it, p, scratch)
+			item = triaged(item, tri)
+			scratch = rest[:0]
 			if cw != nil {
 				writeCSVRow(cw, rr, item)
 				return nil
-			}
-			buf.Reset()
-			if err := enc.Encode(item); err != nil {
-				return err
 			}
 			if n > 0 {
 				bw.WriteString(",")
 			}
 			bw.WriteString("\n      ")
-			bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+			buf = appendItem(buf[:0], item, rest)
+			bw.Write(buf)
 			n++
 			return nil
 		})
+		parsers.Put(p)
 		if err != nil {
 			return fmt.Errorf("read drift items of run %d: %w", id, err)
 		}
@@ -480,32 +480,38 @@ func withLinks(rep Report) Report {
 
 // itemOf lifts the well-known detail keys into fields.
 func itemOf(r models.Run, it models.DriftItem) Item {
-	d := detailOf(it.Detail)
-	out := Item{ProviderID: it.ProviderID, Kind: it.Kind, Action: it.Action, LocalState: it.LocalState, ProviderState: it.ProviderState,
+	p := parsers.Get()
+	defer parsers.Put(p)
+	out, rest := newItem(r, it, p, nil)
+	out.Detail = detailMap(rest)
+	return out
+}
+
+// newItem is itemOf with the item's detail left as its fields (rest), as
+// parsed by p: valid until p parses again, and sharing scratch's array.
+func newItem(r models.Run, it models.DriftItem, p *fastjson.Parser, scratch []field) (out Item, rest []field) {
+	out = Item{ProviderID: it.ProviderID, Kind: it.Kind, Action: it.Action, LocalState: it.LocalState, ProviderState: it.ProviderState,
 		DashboardURL: DashboardURL(r.Provider, r.Mode, r.Account, it.ProviderID),
 		Fingerprint:  acks.Fingerprint(it.Provider, it.ProviderID, it.Kind, it.ProviderState)}
-	take := func(k string) any { v := d[k]; delete(d, k); return v }
-	out.Explanation, _ = take("explanation").(string)
-	if v, ok := take("amount").(float64); ok {
-		out.Amount = int64(v)
-	}
-	out.Currency, _ = take("currency").(string)
-	if v, ok := take("amount_refunded").(float64); ok {
-		out.AmountRefunded = int64(v)
-	}
-	if v, ok := take("provider_time").(string); ok {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			t = t.UTC()
-			out.ProviderTime = &t
-		}
-	}
-	out.TimeInferred, _ = take("time_inferred").(bool)
-	out.EventID, _ = take("event_id").(string)
-	out.Detail = d
+	rest = lift(&out, parseFields(p, it.Detail, scratch))
 	if r.DryRun {
 		out = asDry(out)
 	}
-	return out
+	return out, rest
+}
+
+// parseFields is the object b holds as its fields (fieldsOf), none when b
+// is not a JSON object.
+func parseFields(p *fastjson.Parser, b []byte, scratch []field) []field {
+	v, err := p.ParseBytes(b)
+	if err != nil {
+		return scratch[:0]
+	}
+	o, err := v.Object()
+	if err != nil {
+		return scratch[:0]
+	}
+	return fieldsOf(o, scratch)
 }
 
 // detailOf decodes an item's detail as encoding/json decodes into
@@ -513,18 +519,17 @@ func itemOf(r models.Run, it models.DriftItem) Item {
 // fastjson, not encoding/json: on a month's report of 20,000 items the
 // reflective decoder was two fifths of the report's CPU (issue 16).
 func detailOf(b []byte) map[string]any {
-	d := map[string]any{}
 	p := parsers.Get()
 	defer parsers.Put(p)
-	v, err := p.ParseBytes(b)
-	if err != nil {
-		return d
+	return detailMap(parseFields(p, b, nil))
+}
+
+// detailMap is fs as a map of what encoding/json decodes each value into.
+func detailMap(fs []field) map[string]any {
+	d := make(map[string]any, len(fs))
+	for _, f := range fs {
+		d[f.key] = anyOf(f.v)
 	}
-	o, err := v.Object()
-	if err != nil {
-		return d
-	}
-	o.Visit(func(k []byte, v *fastjson.Value) { d[string(k)] = anyOf(v) })
 	return d
 }
 
