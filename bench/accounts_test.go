@@ -62,13 +62,15 @@ func runAccounts(b *testing.B, conc int) (month, int) {
 	cmd := exec.Command(binary, "run", "--config", cfg, "--since", monthSince(now).Format(time.RFC3339), "--until", now.Format(time.RFC3339),
 		"--format", "json", "--concurrency", fmt.Sprint(conc))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + db.URL, "STRIPE_API_KEY=sk_test_bench", "STRIPE_API_BASE=" + u, "GODEBUG=gctrace=1"}
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
+	var se bytes.Buffer
+	readStdout := stdoutToFile(b, cmd)
+	cmd.Stderr = &se
 	b.StartTimer()
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
 	b.StopTimer()
+	so := bytes.NewBuffer(readStdout())
 	if err != nil && cmd.ProcessState.ExitCode() != 1 { // 1: drift found and repaired
 		b.Fatalf("run: %v\n%s", err, se.Bytes())
 	}
