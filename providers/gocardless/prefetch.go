@@ -92,7 +92,9 @@ func (p *Provider) prefetchNext(ctx context.Context, w *window, f, to time.Time,
 		for depth := 1; ; depth++ {
 			p.listAhead(ctx, pf)
 			var following *prefetch
-			if pf.err == nil && pf.next == "" && depth < aheadDepth {
+			// A slice whose last page passed the hold is given up by the
+			// reader too: the window will learn from it, and plan anew.
+			if pf.err == nil && pf.next == "" && pf.n <= p.hold && depth < aheadDepth {
 				if !profiled {
 					span = longer(pf.end.Sub(pf.from), pf.n, p.hold)
 				}
