@@ -346,3 +346,58 @@ func TestRateLimitHeadersDelayUntilReset(t *testing.T) {
 		t.Fatalf("slept %v, want one wait of 7s until the reset", c.slept)
 	}
 }
+
+// answerIn is a provider that answers each request after the next of its
+// delays on the clock c, with the next of its statuses.
+type answerIn struct {
+	c        *fakeClock
+	delays   []time.Duration
+	statuses []int
+	n        int
+}
+
+func (a *answerIn) RoundTrip(req *http.Request) (*http.Response, error) {
+	a.c.mu.Lock()
+	a.c.t = a.c.t.Add(a.delays[a.n])
+	a.c.mu.Unlock()
+	st := a.statuses[a.n]
+	a.n++
+	return &http.Response{StatusCode: st, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+}
+
+// Latency is a moving average of the answered attempts' times, each new
+// answer a quarter of it, the first taken whole; failed answers (a 429, a
+// 500) are not part of it, whatever they took. Interval is the pacing
+// budget's period, 0 unpaced. (Stripe's read-ahead starts on them.)
+func TestLatencyAndInterval(t *testing.T) {
+	c := &fakeClock{t: time.Unix(0, 0)}
+	ms := time.Millisecond
+	a := &answerIn{c: c,
+		delays:   []time.Duration{100 * ms, 500 * ms, 20 * ms, 900 * ms, 60 * ms, 60 * ms},
+		statuses: []int{200, 200, 200, 429, 500, 200}}
+	tr := New(Options{Base: a, Sleep: c.sleep, Now: c.now, MaxRetries: 8, MinBackoff: ms, MaxBackoff: ms})
+	if got := tr.Latency(); got != 0 {
+		t.Fatalf("latency before any answer: %v", got)
+	}
+	want := []time.Duration{100 * ms, 200 * ms, 155 * ms}
+	for i, w := range want {
+		get(t, tr, "http://provider.invalid/v1/events")
+		if got := tr.Latency(); got != w {
+			t.Fatalf("after answer %d: latency %v, want %v", i+1, got, w)
+		}
+	}
+	// The 429 and the 500 are retried; only the 200 after them counts.
+	get(t, tr, "http://provider.invalid/v1/events")
+	if got, w := tr.Latency(), 155*ms+(60*ms-155*ms)/4; got != w {
+		t.Fatalf("after two failed attempts and an answer: latency %v, want %v", got, w)
+	}
+	if tr.Interval() != 0 {
+		t.Fatalf("unpaced: interval %v", tr.Interval())
+	}
+	if got := New(Options{RequestsPerSecond: 20}).Interval(); got != 50*ms {
+		t.Fatalf("20 requests/s: interval %v", got)
+	}
+	if got := New(Options{RequestsPerSecond: 10}).Interval(); got != 100*ms {
+		t.Fatalf("10 requests/s: interval %v", got)
+	}
+}
