@@ -6,9 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/reconciler/reconciler/internal/jsonw"
 )
 
 // The JSON report's items are appended by hand, byte for byte what
@@ -99,11 +100,11 @@ func number(v *fastjson.Value) (float64, bool) {
 // encodes an Item.
 func appendItem(b []byte, it Item, detail []field) []byte {
 	b = append(b, `{"provider_id":`...)
-	b = appendString(b, it.ProviderID)
+	b = jsonw.HTMLString(b, it.ProviderID)
 	b = append(b, `,"kind":`...)
-	b = appendString(b, it.Kind)
+	b = jsonw.HTMLString(b, it.Kind)
 	b = append(b, `,"action":`...)
-	b = appendString(b, it.Action)
+	b = jsonw.HTMLString(b, it.Action)
 	b = append(b, `,"local_state":`...)
 	b = appendStringPtr(b, it.LocalState)
 	b = append(b, `,"provider_state":`...)
@@ -111,7 +112,7 @@ func appendItem(b []byte, it Item, detail []field) []byte {
 	b = append(b, `,"amount":`...)
 	b = strconv.AppendInt(b, it.Amount, 10)
 	b = append(b, `,"currency":`...)
-	b = appendString(b, it.Currency)
+	b = jsonw.HTMLString(b, it.Currency)
 	b = append(b, `,"amount_refunded":`...)
 	b = strconv.AppendInt(b, it.AmountRefunded, 10)
 	b = append(b, `,"provider_time":`...)
@@ -124,27 +125,27 @@ func appendItem(b []byte, it Item, detail []field) []byte {
 	b = strconv.AppendBool(b, it.TimeInferred)
 	if it.EventID != "" {
 		b = append(b, `,"event_id":`...)
-		b = appendString(b, it.EventID)
+		b = jsonw.HTMLString(b, it.EventID)
 	}
 	b = append(b, `,"explanation":`...)
-	b = appendString(b, it.Explanation)
+	b = jsonw.HTMLString(b, it.Explanation)
 	b = append(b, `,"dashboard_url":`...)
-	b = appendString(b, it.DashboardURL)
+	b = jsonw.HTMLString(b, it.DashboardURL)
 	b = append(b, `,"detail":`...)
 	b = appendFields(b, detail)
 	b = append(b, `,"dry_run":`...)
 	b = strconv.AppendBool(b, it.DryRun)
 	b = append(b, `,"fingerprint":`...)
-	b = appendString(b, it.Fingerprint)
+	b = jsonw.HTMLString(b, it.Fingerprint)
 	if it.Status != "" {
 		b = append(b, `,"status":`...)
-		b = appendString(b, it.Status)
+		b = jsonw.HTMLString(b, it.Status)
 	}
 	if a := it.Acknowledged; a != nil {
 		b = append(b, `,"acknowledged":{"by":`...)
-		b = appendString(b, a.By)
+		b = jsonw.HTMLString(b, a.By)
 		b = append(b, `,"note":`...)
-		b = appendString(b, a.Note)
+		b = jsonw.HTMLString(b, a.Note)
 		b = append(b, `,"at":`...)
 		b = appendTime(b, a.At)
 		b = append(b, '}')
@@ -159,7 +160,7 @@ func appendFields(b []byte, fs []field) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, f.key)
+		b = jsonw.HTMLString(b, f.key)
 		b = append(b, ':')
 		b = appendValue(b, f.v)
 	}
@@ -184,7 +185,7 @@ func appendValue(b []byte, v *fastjson.Value) []byte {
 		}
 		return append(b, ']')
 	case fastjson.TypeString:
-		return appendString(b, string(v.GetStringBytes()))
+		return jsonw.HTMLString(b, string(v.GetStringBytes()))
 	case fastjson.TypeNumber:
 		f, ok := number(v)
 		if !ok {
@@ -229,61 +230,5 @@ func appendStringPtr(b []byte, s *string) []byte {
 	if s == nil {
 		return append(b, "null"...)
 	}
-	return appendString(b, *s)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString is encoding/json's string encoder with HTML escaping on
-// (json.Marshal's and a default Encoder's).
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return jsonw.HTMLString(b, *s)
 }

@@ -1,25 +1,28 @@
 package jsonw
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
 
-// FuzzString: the output is what encoding/json makes of the same string.
+// FuzzString: String and HTMLString write, byte for byte, what
+// encoding/json writes for the same string, with HTML escaping off and on.
 func FuzzString(f *testing.F) {
-	for _, s := range []string{"", "plain", `quote " and \ slash`, "new\nline\ttab\r", "\x00\x1f", "é ü 日本", "\u2028\u2029", "\xff\xfe bad"} {
+	for _, s := range []string{"", "plain", `quote " and \ slash`, "new\nline\ttab\r", "\x00\x1f\b\f", "é ü 日本", "\u2028\u2029", "\xff\xfe bad", "<a href='x'>&amp;</a>"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		var back string
-		if err := json.Unmarshal(String(nil, s), &back); err != nil {
-			t.Fatalf("%q: invalid JSON %q: %v", s, String(nil, s), err)
+		html, _ := json.Marshal(s)
+		if got := HTMLString(nil, s); !bytes.Equal(got, html) {
+			t.Fatalf("%q: HTMLString %s, json.Marshal %s", s, got, html)
 		}
-		var wantBack string
-		_ = json.Unmarshal(want, &wantBack)
-		if back != wantBack {
-			t.Fatalf("%q decodes to %q, encoding/json's to %q", s, back, wantBack)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s)
+		if got, want := String(nil, s), bytes.TrimSuffix(buf.Bytes(), []byte("\n")); !bytes.Equal(got, want) {
+			t.Fatalf("%q: String %s, encoding/json %s", s, got, want)
 		}
 	})
 }
