@@ -43,9 +43,10 @@ func fieldsOf(o *fastjson.Object, into []field) []field {
 }
 
 // lift sets out's fields from the detail's well-known keys (fs, sorted),
-// as itemOf's type assertions read them (a key of another type is
-// dropped), and returns the other keys, in order: the item's detail. The
-// rest is fs filtered in place.
+// each only when of the type the field reads (a string, a number, a
+// boolean; a key of another type is dropped, as type assertions on
+// encoding/json's decoding dropped it), and returns the other keys, in
+// order: the item's detail, fs filtered in place.
 func lift(out *Item, fs []field) []field {
 	rest := fs[:0]
 	for _, f := range fs {
