@@ -70,12 +70,12 @@ func runAccounts(b *testing.B, conc int) (month, int) {
 	err := cmd.Run()
 	wall := time.Since(start)
 	b.StopTimer()
-	so := bytes.NewBuffer(readStdout())
+	stdout := readStdout()
 	if err != nil && cmd.ProcessState.ExitCode() != 1 { // 1: drift found and repaired
 		b.Fatalf("run: %v\n%s", err, se.Bytes())
 	}
 	var rep report.Report
-	if err := json.Unmarshal(so.Bytes(), &rep); err != nil {
+	if err := json.Unmarshal(stdout, &rep); err != nil {
 		b.Fatalf("%v: %s", err, se.Bytes())
 	}
 	m := month{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rss: peakRSS(se.Bytes())}

@@ -120,7 +120,7 @@ func appendItem(b []byte, it Item, detail []field) []byte {
 	if it.ProviderTime == nil {
 		b = append(b, "null"...)
 	} else {
-		b = appendTime(b, *it.ProviderTime)
+		b = jsonw.Time(b, *it.ProviderTime)
 	}
 	b = append(b, `,"time_inferred":`...)
 	b = strconv.AppendBool(b, it.TimeInferred)
@@ -148,7 +148,7 @@ func appendItem(b []byte, it Item, detail []field) []byte {
 		b = append(b, `,"note":`...)
 		b = jsonw.HTMLString(b, a.Note)
 		b = append(b, `,"at":`...)
-		b = appendTime(b, a.At)
+		b = jsonw.Time(b, a.At)
 		b = append(b, '}')
 	}
 	return append(b, '}')
@@ -218,13 +218,6 @@ func appendFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
-}
-
-// appendTime is time.Time's MarshalJSON for the UTC times an item holds.
-func appendTime(b []byte, t time.Time) []byte {
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
 }
 
 func appendStringPtr(b []byte, s *string) []byte {

@@ -486,6 +486,14 @@ func TestEachItemStopsOnError(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled, "a canceled read is an error, never a short report")
 }
 
+// detailOf is an item's detail as the report reads it (parseFields,
+// detailMap), empty when it is not an object.
+func detailOf(b []byte) map[string]any {
+	p := parsers.Get()
+	defer parsers.Put(p)
+	return detailMap(parseFields(p, b, nil))
+}
+
 // detailOf decodes a detail as encoding/json decodes into map[string]any:
 // the report's items render the same whichever decoder read them.
 func TestDetailOfMatchesEncodingJSON(t *testing.T) {

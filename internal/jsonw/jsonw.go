@@ -4,7 +4,10 @@
 // the work.
 package jsonw
 
-import "unicode/utf8"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -66,5 +69,13 @@ func appendString(b []byte, s string, html bool) []byte {
 		i += size
 	}
 	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// Time appends t as time.Time's MarshalJSON writes it (RFC 3339 with
+// nanoseconds, trailing zeros dropped) for the years it accepts.
+func Time(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"')
 }

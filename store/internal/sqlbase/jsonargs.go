@@ -112,7 +112,7 @@ func newPaymentsJSON(rows []store.NewPayment) []byte {
 		b = append(b, `,"state":`...)
 		b = jsonw.String(b, string(r.State))
 		b = append(b, `,"at":`...)
-		b = appendTime(b, r.At)
+		b = jsonw.Time(b, r.At)
 		b = append(b, `,"amount":`...)
 		b = strconv.AppendInt(b, r.Amount, 10)
 		b = append(b, `,"currency":`...)
@@ -123,7 +123,7 @@ func newPaymentsJSON(rows []store.NewPayment) []byte {
 		if r.SettledAt == nil {
 			b = append(b, "null"...)
 		} else {
-			b = appendTime(b, *r.SettledAt)
+			b = jsonw.Time(b, *r.SettledAt)
 		}
 		b = append(b, `,"payout_id":`...)
 		b = jsonw.String(b, r.PayoutID)
@@ -158,12 +158,12 @@ func stepsJSON(rows []stepRow) []byte {
 		b = append(b, `,"preds":`...)
 		b = jsonw.String(b, r.Preds)
 		b = append(b, `,"at":`...)
-		b = appendTime(b, r.At)
+		b = jsonw.Time(b, r.At)
 		b = append(b, `,"refund":`...)
 		b = strconv.AppendInt(b, r.Refund, 10)
 		if r.SettleAt != nil {
 			b = append(b, `,"settle_at":`...)
-			b = appendTime(b, *r.SettleAt)
+			b = jsonw.Time(b, *r.SettleAt)
 		}
 		if r.PayoutID != "" {
 			b = append(b, `,"payout_id":`...)
@@ -187,12 +187,4 @@ func appendArray[T any](b []byte, rows []T, one func([]byte, T) []byte) []byte {
 		b = one(b, r)
 	}
 	return append(b, ']')
-}
-
-// appendTime appends t as time.Time's MarshalJSON writes it (RFC 3339 with
-// nanoseconds, trailing zeros dropped) for the years it accepts.
-func appendTime(b []byte, t time.Time) []byte {
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
 }
