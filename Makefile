@@ -38,7 +38,7 @@ DURABLE := -c fsync=on -c synchronous_commit=on -c full_page_writes=on
 BENCH_OUT ?= bench.out
 
 bench: ## every target of DESIGN section 9 with its measured figure, on PostgreSQL with fsync on (about 45 minutes; output in bench.out)
-	PG_EXTRA_OPTS="$(DURABLE)" ./scripts/test.sh ./bench/ -run '^$$' -bench 'Month|Accounts|EndToEnd|RateLimited' -benchtime 1x -count 3 -timeout 120m | tee $(BENCH_OUT)
+	PG_EXTRA_OPTS="$(DURABLE)" ./scripts/test.sh ./bench/ -run '^$$' -bench 'Month|Accounts|EndToEnd|RateLimited|VerifyAll' -benchtime 1x -count 3 -timeout 120m | tee $(BENCH_OUT)
 	PG_EXTRA_OPTS="$(DURABLE)" ./scripts/test.sh ./bench/ -run '^$$' -bench 'Peer' -benchtime 1x -count 1 -timeout 60m | tee -a $(BENCH_OUT)
 	./scripts/test.sh ./internal/demo/ -run '^$$' -bench 'Demo' -benchtime 1x -count 3 -timeout 30m | tee -a $(BENCH_OUT)
 	PG_EXTRA_OPTS="$(DURABLE)" ./scripts/test.sh ./reconcile/ -run '^$$' -bench BenchmarkRun -benchtime 3x | tee -a $(BENCH_OUT)

@@ -55,9 +55,10 @@ type result struct {
 
 // world is a fresh fake Stripe account and an empty schema.
 type world struct {
-	db  *pgtest.DB
-	url string
-	now time.Time
+	db   *pgtest.DB
+	url  string
+	now  time.Time
+	fake *stripefake.Server
 }
 
 // newWorld generates about events events (payments created over the last
@@ -79,7 +80,7 @@ func newWorldAt(b *testing.B, events int, latency time.Duration) world {
 	acct.CreatePayment(100, "gbp", false, now.Add(-10*24*time.Hour)) // history before the window: the anchor
 	payments := int(float64(events) / eventsPerPayment)
 	acct.Generate(stripefake.GenOptions{Payments: payments, Start: now.Add(-6 * 24 * time.Hour), End: now.Add(-time.Minute), Seed: 7})
-	return world{db: db, url: url, now: now}
+	return world{db: db, url: url, now: now, fake: fake}
 }
 
 // exec runs the binary with a config pacing Stripe at rps requests/s (0:
@@ -273,6 +274,41 @@ func BenchmarkVerifySample(b *testing.B) {
 	b.ReportMetric(float64(out.Population), "population")
 	b.ReportMetric(float64(out.Checked), "checked")
 	b.ReportMetric(100**out.UpperBound, "upper_bound_%")
+}
+
+// BenchmarkVerifyAllLatency is `reconciler verify --all` over a week of
+// 10,000 payments at the default pacing (20 requests/s) with every answer
+// latency late, after a run (pacing lifted, no latency) made the rows. A
+// list read through its cursor makes one request an answer's time; verify
+// lists stretches of the window at once (verify.listed). It reports the
+// wall time, the requests and their share of what the pacing allows.
+func BenchmarkVerifyAllLatency(b *testing.B) {
+	const rps = 20
+	b.StopTimer()
+	w := newWorld(b, int(10_000*eventsPerPayment))
+	since := w.now.Add(-7 * 24 * time.Hour).Format(time.RFC3339)
+	w.exec(b, 1000, "run", "--since", since, "--format", "json")
+	w.fake.SetLatency(latency)
+	var wall time.Duration
+	var out verifyOut
+	for range b.N {
+		so, se, d := w.exec(b, rps, "verify", "--since", since, "--all", "-o", "json")
+		wall = d
+		if err := json.Unmarshal(so, &out); err != nil {
+			b.Fatalf("%v: %s\n%s", err, so, se)
+		}
+	}
+	var requests int64
+	if err := w.db.Raw(`SELECT api_requests FROM reconciliation_runs WHERE notes->>'command' = 'verify' ORDER BY id DESC LIMIT 1`).Scan(&requests).Error; err != nil {
+		b.Fatal(err)
+	}
+	if out.Checked < 9_000 {
+		b.Fatalf("verify checked %d payments", out.Checked)
+	}
+	b.ReportMetric(wall.Seconds(), "wall_s")
+	b.ReportMetric(float64(requests), "requests")
+	b.ReportMetric(float64(out.Checked), "checked")
+	b.ReportMetric(float64(requests)/rps/wall.Seconds(), "fraction_of_allowed")
 }
 
 type verifyOut struct {

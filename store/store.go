@@ -123,6 +123,12 @@ type Reads interface {
 	// (provider, account) whose source_updated_at or settled_at lies in
 	// [q.Since, q.Until).
 	PaymentsInWindow(ctx context.Context, q PaymentQuery) ([]models.Payment, error)
+	// CountInWindow counts the rows PaymentsInWindow pages through
+	// (q.AfterID and q.Limit are ignored).
+	CountInWindow(ctx context.Context, q PaymentQuery) (int, error)
+	// PayoutsInWindow lists the payout ids those rows name, each once (q.AfterID
+	// and q.Limit are ignored).
+	PayoutsInWindow(ctx context.Context, q PaymentQuery) ([]string, error)
 }
 
 // Tx is one transaction's batch statements.

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -102,6 +103,10 @@ type Options struct {
 	// NoListing reads every payment by id even when Reader can list the
 	// window's payments (reconcile.CurrentLister).
 	NoListing bool
+	// StreamRows is how many of the window's local rows each stretch of
+	// the window listed at once is given at least (default streamRows;
+	// see listed).
+	StreamRows int
 }
 
 // Report is the outcome of one verification. Its JSON is stable: fields
@@ -209,6 +214,9 @@ func (o *Options) defaults() {
 	if o.PageSize == 0 {
 		o.PageSize = DefaultPageSize
 	}
+	if o.StreamRows <= 0 {
+		o.StreamRows = streamRows
+	}
 	if o.Store == nil {
 		o.Store = dbopen.Store(o.DB, nil)
 	}
@@ -256,6 +264,12 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		err = v.sample(ctx)
 	}
 	v.rep.Population = v.rep.InWindow
+	// By provider_id, each payment's fields in Compare's order, whatever
+	// order the pages came in.
+	byID := func(a, b Difference) int { return strings.Compare(a.ProviderID, b.ProviderID) }
+	slices.SortStableFunc(v.rep.Unexplained, byID)
+	slices.SortStableFunc(v.rep.ExplainedDifferences, byID)
+	slices.SortStableFunc(v.rep.items, func(a, b store.Item) int { return strings.Compare(a.ProviderID, b.ProviderID) })
 	if err == nil && !o.All && v.rep.Differing == v.rep.Explained {
 		// No unexplained difference in the sample: the bound is on the
 		// share of payments that differ (none found), or, when every
@@ -337,14 +351,92 @@ type verifier struct {
 // or 500 (GoCardless) payments, one request each.
 func listingWorthIt(n, population int) bool { return n > population/100+population/200 }
 
+// listStreams is how many stretches of its window verify lists at once at
+// most, and streamRows how many of the window's local rows a stretch is
+// given at least. A provider's list is read through its cursor, each
+// page's request waiting for the answer before it: one list makes one
+// request an answer's time, however many the pacing allows (Stripe's
+// lists answer in hundreds of milliseconds where its pacing allows one
+// every 50). Stretches of the window's time are lists of their own, read
+// at once; each costs at most one partly filled page more than one list
+// would.
+const (
+	listStreams = 4
+	streamRows  = 2500
+)
+
 // listed lists the provider's payments created in the window and calls fn
-// with each page.
-func (v *verifier) listed(ctx context.Context, fn func([]reconcile.Current) error) error {
-	err := v.lister.ListCurrent(ctx, reconcile.ListParams{Account: v.o.Account, Since: v.o.Since, Until: v.o.Until}, fn)
-	if err != nil {
-		return fmt.Errorf("list %s payments: %w", v.o.Provider, err)
+// with each page, in the order the pages arrive. rows, the window's local
+// rows, sizes the listing: the window is listed as up to listStreams
+// stretches of its time at once, one for every Options.StreamRows rows. fn is
+// called from this goroutine only, while the next pages are asked for.
+func (v *verifier) listed(ctx context.Context, rows int, fn func([]reconcile.Current) error) error {
+	parts := stretches(v.o.Since, v.o.Until, min(listStreams, max(1, rows/v.o.StreamRows)))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan []reconcile.Current, len(parts))
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		listErr error // the first list to fail (the others are then canceled)
+	)
+	for _, p := range parts {
+		wg.Go(func() {
+			err := v.lister.ListCurrent(ctx, reconcile.ListParams{Account: v.o.Account, Since: p.since, Until: p.until}, func(cs []reconcile.Current) error {
+				select {
+				case pages <- cs:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+			if err != nil {
+				mu.Lock()
+				if listErr == nil && ctx.Err() == nil {
+					listErr = fmt.Errorf("list %s payments: %w", v.o.Provider, err)
+				}
+				mu.Unlock()
+				cancel()
+			}
+		})
 	}
-	return nil
+	go func() { wg.Wait(); close(pages) }()
+	var fnErr error
+	for cs := range pages { // until every list has ended
+		if fnErr == nil && ctx.Err() == nil {
+			if fnErr = fn(cs); fnErr != nil {
+				cancel()
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case fnErr != nil:
+		return fnErr
+	case listErr != nil:
+		return listErr
+	}
+	return ctx.Err() // the caller's
+}
+
+// stretch is a part [since, until) of a window.
+type stretch struct{ since, until time.Time }
+
+// stretches cuts [since, until) into at most k consecutive stretches of
+// about equal length, cut at whole seconds (Stripe's created filters take
+// seconds), in order.
+func stretches(since, until time.Time, k int) []stretch {
+	var out []stretch
+	lo := since
+	for i := 1; i < k; i++ {
+		b := since.Add(until.Sub(since) / time.Duration(k) * time.Duration(i)).Truncate(time.Second)
+		if b.After(lo) && b.Before(until) {
+			out = append(out, stretch{lo, b})
+			lo = b
+		}
+	}
+	return append(out, stretch{lo, until})
 }
 
 // rowsOf reads the local rows of ids.
@@ -368,9 +460,9 @@ func (v *verifier) rowsOf(ctx context.Context, ids []string) ([]models.Payment, 
 // allListed checks every payment the provider lists as created in the
 // window (a page of the provider's at a time), including those with no
 // local row, and returns the hashes of the ids it checked.
-func (v *verifier) allListed(ctx context.Context) (map[uint64]struct{}, error) {
+func (v *verifier) allListed(ctx context.Context, rows int) (map[uint64]struct{}, error) {
 	done := map[uint64]struct{}{}
-	err := v.listed(ctx, func(cs []reconcile.Current) error {
+	err := v.listed(ctx, rows, func(cs []reconcile.Current) error {
 		ids := make([]string, 0, len(cs))
 		listed := make(map[string]reconcile.Current, len(cs))
 		for _, c := range cs {
@@ -463,14 +555,36 @@ func (v *verifier) page(ctx context.Context, after int64, limit int) ([]models.P
 	return rows, nil
 }
 
+// payoutWarmer is a CurrentReader that can read payouts ahead of the
+// payments that name them (stripe.Verifier.WarmPayouts).
+type payoutWarmer interface {
+	WarmPayouts(ctx context.Context, account string, ids []string)
+}
+
 // all checks every payment of the window, a page at a time: with a
 // lister, every payment the provider lists as created in the window (rows
-// missing locally included), then the window's other rows by id.
+// missing locally included), then the window's other rows by id. The
+// payouts the window's rows name are read beside it, when the reader can
+// (payoutWarmer): each page then finds its payouts read or being read.
 func (v *verifier) all(ctx context.Context) error {
 	var done map[uint64]struct{}
+	if w, ok := v.o.Reader.(payoutWarmer); ok {
+		q := store.PaymentQuery{Provider: v.o.Provider, Account: v.o.Account, Since: v.o.Since, Until: v.o.Until}
+		payouts, err := v.o.Store.PayoutsInWindow(ctx, q)
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		warmed := make(chan struct{})
+		go func() { defer close(warmed); w.WarmPayouts(wctx, v.o.Account, payouts) }()
+		defer func() { cancel(); <-warmed }()
+	}
 	if v.lister != nil {
-		var err error
-		if done, err = v.allListed(ctx); err != nil {
+		rows, err := v.o.Store.CountInWindow(ctx, store.PaymentQuery{Provider: v.o.Provider, Account: v.o.Account, Since: v.o.Since, Until: v.o.Until})
+		if err != nil {
+			return err
+		}
+		if done, err = v.allListed(ctx, rows); err != nil {
 			return err
 		}
 	}
@@ -531,7 +645,7 @@ func (v *verifier) sample(ctx context.Context) error {
 			want[r.ProviderID] = true
 		}
 		listed := map[string]reconcile.Current{}
-		if err := v.listed(ctx, func(cs []reconcile.Current) error {
+		if err := v.listed(ctx, seen, func(cs []reconcile.Current) error {
 			for _, c := range cs {
 				if want[c.ProviderID] {
 					listed[c.ProviderID] = c

@@ -2,9 +2,11 @@ package verify_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -638,4 +640,156 @@ func TestVerifyAllFindsPaymentsMissingLocally(t *testing.T) {
 	rep = w.run(t, verify.Options{All: true})
 	require.Empty(t, rep.Unexplained)
 	require.Equal(t, 1, rep.Explained)
+}
+
+// streamingLister is a provider's lister that counts the lists in flight
+// and, until want of them have begun, holds each back (at most a few
+// seconds): a verification that lists its stretches one after another
+// never has more than one in flight.
+type streamingLister struct {
+	*stripe.Verifier
+	want    int
+	fail    string // a list of a stretch starting at this time fails
+	mu      sync.Mutex
+	begun   int
+	now     int
+	most    int
+	windows []reconcile.ListParams
+	all     chan struct{}
+}
+
+func (l *streamingLister) ListCurrent(ctx context.Context, lp reconcile.ListParams, fn func([]reconcile.Current) error) error {
+	l.mu.Lock()
+	l.windows = append(l.windows, lp)
+	l.begun++
+	l.now++
+	l.most = max(l.most, l.now)
+	if l.begun == l.want {
+		close(l.all)
+	}
+	l.mu.Unlock()
+	defer func() { l.mu.Lock(); l.now--; l.mu.Unlock() }()
+	select {
+	case <-l.all:
+	case <-time.After(3 * time.Second):
+	}
+	if l.fail != "" && lp.Since.Format(time.RFC3339) == l.fail {
+		return errors.New("planted failure of one stretch")
+	}
+	return l.Verifier.ListCurrent(ctx, lp, fn)
+}
+
+// verify --all over a window with more rows than a stretch is given lists
+// stretches of the window's time at once (a list read through its cursor
+// makes one request an answer's time), and finds what one list finds:
+// every payment once, the same differences in the same order.
+func TestVerifyListsStretchesOfALargeWindowAtOnce(t *testing.T) {
+	t.Parallel()
+	w := newStripeWorld(t)
+	for i := range 48 {
+		at := w.ago(time.Duration(i)*7*time.Minute + 5*time.Minute)
+		pi := w.acct.CreatePayment(int64(100+i), "gbp", false, at)
+		w.acct.Capture(pi, at)
+		st, amount := models.StateCaptured, int64(100+i)
+		if i%10 == 3 {
+			amount++ // a difference
+		}
+		seed(t, w.db, stripe.Name, pi, st, amount, 0)
+	}
+	missing := w.acct.CreatePayment(999, "gbp", false, w.ago(3*time.Hour))
+	w.acct.Capture(missing, w.ago(3*time.Hour))
+	since := w.ago(6 * time.Hour)
+
+	one := &streamingLister{Verifier: w.p.Verifier(), want: 1, all: make(chan struct{})}
+	rep1 := w.run(t, verify.Options{All: true, Since: since, Reader: one, PageSize: 5})
+	require.Len(t, one.windows, 1, "48 rows: one list")
+	many := &streamingLister{Verifier: w.p.Verifier(), want: 4, all: make(chan struct{})}
+	rep4 := w.run(t, verify.Options{All: true, Since: since, Reader: many, PageSize: 5, StreamRows: 10})
+
+	require.Equal(t, 4, many.most, "four stretches listed at once")
+	slices.SortFunc(many.windows, func(a, b reconcile.ListParams) int { return a.Since.Compare(b.Since) })
+	require.Equal(t, since, many.windows[0].Since)
+	require.Equal(t, w.now, many.windows[3].Until)
+	for i := 1; i < 4; i++ {
+		require.Equal(t, many.windows[i-1].Until, many.windows[i].Since, "the stretches partition the window")
+	}
+	for _, rep := range []verify.Report{rep1, rep4} {
+		require.Equal(t, 49, rep.InWindow)
+		require.Equal(t, 49, rep.Checked)
+		require.Equal(t, 6, rep.Differing)
+		require.Len(t, rep.Unexplained, 11, "amount and amount_captured for each of five, found for one")
+		require.True(t, slices.IsSortedFunc(rep.Unexplained, func(a, b verify.Difference) int { return strings.Compare(a.ProviderID, b.ProviderID) }),
+			"the differences by provider_id")
+		require.Contains(t, rep.Unexplained, verify.Difference{ProviderID: missing, Field: verify.FieldFound, Local: "missing", Provider: "captured (succeeded)"})
+	}
+	require.Equal(t, rep1.Unexplained, rep4.Unexplained)
+
+	// A stretch whose list fails fails the verification, and it returns.
+	bad := &streamingLister{Verifier: w.p.Verifier(), want: 4, all: make(chan struct{}), fail: many.windows[2].Since.Format(time.RFC3339)}
+	_, err := verify.Run(context.Background(), verify.Options{DB: w.db.DB, Provider: stripe.Name, Reader: bad, All: true, Since: since,
+		Now: func() time.Time { return w.now }, PageSize: 5, StreamRows: 10})
+	require.ErrorContains(t, err, "planted failure of one stretch")
+}
+
+// warmingReader records the payouts verify asks to be read ahead.
+type warmingReader struct {
+	*stripe.Verifier
+	mu     sync.Mutex
+	warmed []string
+}
+
+func (r *warmingReader) WarmPayouts(ctx context.Context, account string, ids []string) {
+	r.mu.Lock()
+	r.warmed = append(r.warmed, ids...)
+	r.mu.Unlock()
+	r.Verifier.WarmPayouts(ctx, account, ids)
+}
+
+// verify --all reads the payouts its window's rows name beside its
+// listing (a payout's transactions are one list read through its cursor),
+// each once, and finds what it found reading each when a page named it.
+func TestVerifyAllReadsTheWindowsPayoutsBeside(t *testing.T) {
+	t.Parallel()
+	w := newStripeWorld(t)
+	a := w.acct
+	var payouts []string
+	for p := range 3 {
+		var pis []string
+		for i := range 4 {
+			pi := a.CreatePayment(int64(1000+10*p+i), "gbp", false, w.ago(30*time.Hour))
+			a.Capture(pi, w.ago(30*time.Hour))
+			pis = append(pis, pi)
+		}
+		po := a.Payout(w.ago(3*time.Hour), pis...)
+		for i, pi := range pis {
+			seed(t, w.db, stripe.Name, pi, models.StateSettled, int64(1000+10*p+i), 0, paidOutBy(po, w.ago(3*time.Hour)))
+		}
+		payouts = append(payouts, po)
+	}
+	// One row names a payout that did not pay it.
+	wrong := a.CreatePayment(700, "gbp", false, w.ago(30*time.Hour))
+	a.Capture(wrong, w.ago(30*time.Hour))
+	seed(t, w.db, stripe.Name, wrong, models.StateSettled, 700, 0, paidOutBy(payouts[1], w.ago(3*time.Hour)))
+	slices.Sort(payouts)
+
+	before := w.fake.RequestsByPath()
+	r := &warmingReader{Verifier: w.p.Verifier()}
+	rep := w.run(t, verify.Options{All: true, Since: w.ago(48 * time.Hour), Reader: r, PageSize: 3})
+	after := w.fake.RequestsByPath()
+	require.Equal(t, payouts, r.warmed, "the window's payouts, each once")
+	require.Equal(t, int64(3), after["/v1/payouts/{id}"]-before["/v1/payouts/{id}"], "each payout read once")
+	require.Equal(t, 13, rep.Checked)
+	require.Equal(t, []verify.Difference{
+		{ProviderID: wrong, Field: verify.FieldState, Local: "settled", Provider: "captured (succeeded)"},
+		{ProviderID: wrong, Field: verify.FieldPayout, Local: payouts[1], Provider: "not in " + payouts[1] + " (paid)"},
+	}, rep.Unexplained)
+
+	// Without reading ahead, the same.
+	v := w.p.Verifier()
+	plain := w.run(t, verify.Options{All: true, Since: w.ago(48 * time.Hour), PageSize: 3, Reader: struct {
+		reconcile.CurrentReader
+		reconcile.CurrentLister
+	}{v, v}})
+	require.Equal(t, rep.Unexplained, plain.Unexplained)
+	require.Equal(t, rep.Checked, plain.Checked)
 }

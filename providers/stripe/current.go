@@ -263,6 +263,34 @@ func applyPayout(c *reconcile.Current, id string, pv *payoutView) {
 	}
 }
 
+// warmPayouts is how many payouts WarmPayouts reads at once.
+const warmPayouts = 4
+
+// WarmPayouts reads the payouts ids of the account into the cache, a few
+// at once, and returns when they are read or ctx ends. verify --all calls
+// it with the payouts its window's rows name, beside its listing: a
+// payout's balance transactions are one list read through its cursor, one
+// request an answer's time, and a page that names a payout would
+// otherwise wait for that whole list. A failed read is not cached, so the
+// payout's first use reads it again and reports the error.
+func (v *Verifier) WarmPayouts(ctx context.Context, account string, ids []string) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, warmPayouts)
+	for _, id := range ids {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, _ = v.payout(ctx, account, id)
+		})
+	}
+	wg.Wait()
+}
+
 // payout returns the payout's view, reading it on first use: GET
 // /v1/payouts/{id}, then its balance transactions with their sources, 100
 // a page. Concurrent callers for one payout wait for one read.

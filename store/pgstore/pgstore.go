@@ -115,6 +115,16 @@ func (s *Store) PaymentsInWindow(ctx context.Context, q store.PaymentQuery) ([]m
 	return s.Base.PaymentsInWindow(ctx, q, inRange)
 }
 
+// CountInWindow implements store.Reads.
+func (s *Store) CountInWindow(ctx context.Context, q store.PaymentQuery) (int, error) {
+	return s.Base.CountInWindow(ctx, q, inRange)
+}
+
+// PayoutsInWindow implements store.Reads.
+func (s *Store) PayoutsInWindow(ctx context.Context, q store.PaymentQuery) ([]string, error) {
+	return s.Base.PayoutsInWindow(ctx, q, inRange)
+}
+
 // lock is a session-level advisory lock on a connection of its own,
 // released by the server if the process dies (DESIGN section 8).
 type lock struct {

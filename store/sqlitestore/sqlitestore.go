@@ -55,6 +55,16 @@ func (s *Store) PaymentsInWindow(ctx context.Context, q store.PaymentQuery) ([]m
 	return s.Base.PaymentsInWindow(ctx, q, inRange)
 }
 
+// CountInWindow implements store.Reads.
+func (s *Store) CountInWindow(ctx context.Context, q store.PaymentQuery) (int, error) {
+	return s.Base.CountInWindow(ctx, q, inRange)
+}
+
+// PayoutsInWindow implements store.Reads.
+func (s *Store) PayoutsInWindow(ctx context.Context, q store.PaymentQuery) ([]string, error) {
+	return s.Base.PayoutsInWindow(ctx, q, inRange)
+}
+
 // now is the stamp of a statement: the clock's time when stubbed, else
 // SQLite's. Fix (found by store/storetest): the wall-clock branch was
 // CURRENT_TIMESTAMP, whole seconds in another text form than every other

@@ -151,12 +151,12 @@ func testPaymentsInWindow(t *testing.T, e *env) {
 	seed(true, payment{ProviderID: "p_source_in", State: models.StateCaptured, At: ptr(mid)})
 	seed(true, payment{ProviderID: "p_settled_in", State: models.StateRefunded, At: ptr(old), SettledAt: ptr(until.Add(-tick)), PayoutID: ptr("po_1"),
 		AmountRefunded: 100, AmountCaptured: ptr(int64(90))})
-	seed(false, payment{ProviderID: "p_both_out", State: models.StateSettled, At: ptr(old), SettledAt: ptr(since.Add(-tick))})
+	seed(false, payment{ProviderID: "p_both_out", State: models.StateSettled, At: ptr(old), SettledAt: ptr(since.Add(-tick)), PayoutID: ptr("po_out")})
 	seed(false, payment{ProviderID: "p_at_until", State: models.StateCaptured, At: ptr(until)})
 	seed(true, payment{ProviderID: "p_null_settled_at_since", State: models.StateSettled, SettledAt: ptr(since)})
 	seed(true, payment{ProviderID: "p_created", State: models.StateCreated, At: ptr(since)})
 	seed(false, payment{ProviderID: "p_null", State: models.StateCreated})
-	seed(false, payment{ProviderID: "p_other_account", Account: "acct_1", State: models.StateCaptured, At: ptr(mid)})
+	seed(false, payment{ProviderID: "p_other_account", Account: "acct_1", State: models.StateSettled, At: ptr(mid), PayoutID: ptr("po_acct")})
 	seed(false, payment{ProviderID: "p_other_provider", Provider: "gocardless", State: models.StateCaptured, At: ptr(mid)})
 	seed(true, payment{ProviderID: "p_last", State: models.StateChargeback, At: ptr(mid), Currency: "eur"})
 
@@ -186,4 +186,28 @@ func testPaymentsInWindow(t *testing.T, e *env) {
 	require.Equal(t, want[3:], got)
 	got, _ = read(store.PaymentQuery{Since: since, Until: until, AfterID: page2[len(page2)-1], Limit: 3})
 	require.Empty(t, got)
+
+	// The count is of the same rows, whatever the page.
+	for _, q := range []store.PaymentQuery{{Since: since, Until: until}, {Since: since.In(z), Until: until.In(z), AfterID: page1[2], Limit: 1}} {
+		q.Provider = "stripe"
+		n, err := e.st.CountInWindow(e.ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, len(want), n, "CountInWindow counts the rows PaymentsInWindow pages through")
+	}
+	n, err := e.st.CountInWindow(e.ctx, store.PaymentQuery{Provider: "stripe", Account: "acct_1", Since: since, Until: until})
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "another account's rows")
+
+	// The payouts those rows name, each once.
+	seed(false, payment{ProviderID: "p_settled_in_too", State: models.StateSettled, At: ptr(mid), PayoutID: ptr("po_1")})
+	seed(false, payment{ProviderID: "p_settled_in_empty", State: models.StateSettled, At: ptr(mid), PayoutID: ptr("")})
+	pos, err := e.st.PayoutsInWindow(e.ctx, store.PaymentQuery{Provider: "stripe", Since: since, Until: until})
+	require.NoError(t, err)
+	require.Equal(t, []string{"po_1"}, pos)
+	pos, err = e.st.PayoutsInWindow(e.ctx, store.PaymentQuery{Provider: "stripe", Account: "acct_1", Since: since, Until: until})
+	require.NoError(t, err)
+	require.Equal(t, []string{"po_acct"}, pos)
+	pos, err = e.st.PayoutsInWindow(e.ctx, store.PaymentQuery{Provider: "stripe", Since: until, Until: until.Add(time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, pos)
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -577,6 +578,39 @@ func (b *Base) PaymentsInWindow(ctx context.Context, q store.PaymentQuery, inRan
 		}
 	}
 	return rows, nil
+}
+
+// CountInWindow implements store.Reads, given the dialect's range
+// condition, as PaymentsInWindow does.
+func (b *Base) CountInWindow(ctx context.Context, q store.PaymentQuery, inRange string) (int, error) {
+	m := b.Schema
+	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, m.SQL(col)) + ")" }
+	var n int64
+	err := b.db(ctx).Table(m.SQL("{payments} AS p")).
+		Where(m.SQL("{p.provider} = ? AND {p.account} = ?"), q.Provider, q.Account).
+		Where(cond("{p.source_updated_at}")+" OR "+cond("{p.settled_at|NULL}"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC()).
+		Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("count payments: %w", b.Translate(err))
+	}
+	return int(n), nil
+}
+
+// PayoutsInWindow implements store.Reads, given the dialect's range
+// condition, as PaymentsInWindow does.
+func (b *Base) PayoutsInWindow(ctx context.Context, q store.PaymentQuery, inRange string) ([]string, error) {
+	m := b.Schema
+	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, m.SQL(col)) + ")" }
+	var ids []string
+	err := b.db(ctx).Table(m.SQL("{payments} AS p")).Distinct(m.SQL("{p.payout_id|NULL}")).
+		Where(m.SQL("{p.provider} = ? AND {p.account} = ? AND {p.payout_id|NULL} IS NOT NULL AND {p.payout_id|NULL} <> ''"), q.Provider, q.Account).
+		Where(cond("{p.source_updated_at}")+" OR "+cond("{p.settled_at|NULL}"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC()).
+		Pluck(m.SQL("{p.payout_id|NULL}"), &ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("read the window's payouts: %w", b.Translate(err))
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // WindowStates implements store.Reads, given the dialect's range condition.
