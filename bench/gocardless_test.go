@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -69,6 +72,54 @@ func BenchmarkRateLimitedGoCardlessLatency(b *testing.B) {
 	report1(b, r)
 	b.ReportMetric(r.wall.Seconds(), "wall_s")
 	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
+}
+
+// BenchmarkVerifyAllLatencyGoCardless is BenchmarkVerifyAllLatency for
+// GoCardless: `reconciler verify --all` over a month of 10,000 Bacs
+// payments ($BENCH_VERIFY_PAYMENTS) at the provider's default pacing (10
+// requests/s) with every answer latency late, after a run (pacing lifted,
+// no latency) made the rows.
+func BenchmarkVerifyAllLatencyGoCardless(b *testing.B) {
+	const rps = 10
+	b.StopTimer()
+	db := pgtest.New(b)
+	now := time.Now().UTC()
+	fake := gcfake.New(gcfake.Options{Seed: 1})
+	url := fake.Start()
+	b.Cleanup(fake.Close)
+	payments := 10_000
+	if n, err := strconv.Atoi(os.Getenv("BENCH_VERIFY_PAYMENTS")); err == nil {
+		payments = n
+	}
+	fake.Generate(gcfake.GenOptions{Payments: payments, Start: now.Add(-30 * 24 * time.Hour), End: now.Add(-time.Minute), Seed: 7})
+	since := now.Add(-31 * 24 * time.Hour).Format(time.RFC3339)
+	env := binaryEnv(db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE="+url)
+	cmd := exec.Command(binary, "run", "--config", writeConfig(b, "gocardless", 1000), "--since", since, "--format", "json")
+	cmd.Env = env
+	timedRun(b, cmd)
+	fake.SetLatency(latency)
+	var wall time.Duration
+	var out verifyOut
+	for range b.N {
+		cmd := exec.Command(binary, "verify", "--config", writeConfig(b, "gocardless", rps), "--since", since, "--all", "-o", "json")
+		cmd.Env = env
+		so, se, d := timedRun(b, cmd)
+		wall = d
+		if err := json.Unmarshal(so, &out); err != nil {
+			b.Fatalf("%v: %s\n%s", err, so, se)
+		}
+	}
+	var requests int64
+	if err := db.Raw(`SELECT api_requests FROM reconciliation_runs WHERE notes->>'command' = 'verify' ORDER BY id DESC LIMIT 1`).Scan(&requests).Error; err != nil {
+		b.Fatal(err)
+	}
+	if out.Checked < payments*9/10 {
+		b.Fatalf("verify checked %d payments", out.Checked)
+	}
+	b.ReportMetric(wall.Seconds(), "wall_s")
+	b.ReportMetric(float64(requests), "requests")
+	b.ReportMetric(float64(out.Checked), "checked")
+	b.ReportMetric(float64(requests)/rps/wall.Seconds(), "fraction_of_allowed")
 }
 
 // runGoCardless generates about events events into a fresh fake GoCardless

@@ -793,3 +793,60 @@ func TestVerifyAllReadsTheWindowsPayoutsBeside(t *testing.T) {
 	require.Equal(t, rep.Unexplained, plain.Unexplained)
 	require.Equal(t, rep.Checked, plain.Checked)
 }
+
+// GoCardless: verify --all over a window its payments were created in
+// lists them (500 a page) and reads none of them again by id; only the rows
+// the listing did not name (created before the window) are read by id, a
+// few at once, and each payout is read once however many ask for it.
+// Until issue 16's sixteenth session the GoCardless reader ignored what
+// the listing had read and read every payment by id, one after another.
+func TestVerifyGoCardlessReadsListedPaymentsOnce(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	fake := gcfake.New(gcfake.Options{Seed: 5})
+	url := fake.Start()
+	t.Cleanup(fake.Close)
+	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_verify", BaseURL: url})
+	require.NoError(t, err)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	h := func(d time.Duration) time.Time { return now.Add(-d) }
+	var paid []string
+	for i := range 30 {
+		pm := fake.CreatePayment(int64(1000+i), "GBP", h(20*time.Hour))
+		fake.Submit(pm, h(19*time.Hour))
+		fake.Confirm(pm, h(10*time.Hour))
+		paid = append(paid, pm)
+		seed(t, db, gocardless.Name, pm, models.StateCaptured, int64(1000+i), 0)
+	}
+	po := fake.PayOut(h(5*time.Hour), paid[:10]...)
+	for _, pm := range paid[:10] {
+		require.NoError(t, db.Model(&models.Payment{}).Where("provider_id = ?", pm).
+			Updates(map[string]any{"state": models.StateSettled, "payout_id": po, "settled_at": h(5 * time.Hour)}).Error)
+	}
+	// Created before the window, paid out in it by one payout: not listed,
+	// read by id, a few at once, their payout read once.
+	var older []string
+	for i := range 12 {
+		pm := fake.CreatePayment(int64(900+i), "GBP", h(100*time.Hour))
+		fake.Submit(pm, h(90*time.Hour))
+		fake.Confirm(pm, h(30*time.Hour))
+		older = append(older, pm)
+	}
+	po2 := fake.PayOut(h(6*time.Hour), older...)
+	for i, pm := range older {
+		seed(t, db, gocardless.Name, pm, models.StateSettled, int64(900+i), 0, paidOutBy(po2, h(6*time.Hour)))
+	}
+	// A listed payment whose row is wrong.
+	require.NoError(t, db.Model(&models.Payment{}).Where("provider_id = ?", paid[20]).Update("amount_refunded", 5).Error)
+
+	before := fake.RequestsByPath()
+	rep, err := verify.Run(context.Background(), verify.Options{DB: db.DB, Provider: gocardless.Name, Reader: p.Verifier(), All: true,
+		Since: h(24 * time.Hour), Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	after := fake.RequestsByPath()
+	require.Equal(t, 42, rep.Checked)
+	require.Equal(t, []verify.Difference{{ProviderID: paid[20], Field: verify.FieldAmountRefunded, Local: "5", Provider: "0"}}, rep.Unexplained)
+	require.Equal(t, int64(1), after["/payments"]-before["/payments"], "one page lists the window")
+	require.Equal(t, int64(12), after["/payments/{id}"]-before["/payments/{id}"], "only the payments the listing did not name are read by id")
+	require.Equal(t, int64(2), after["/payouts/{id}"]-before["/payouts/{id}"], "each payout read once")
+}

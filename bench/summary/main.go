@@ -91,6 +91,7 @@ var targets = []target{
 	{"under 20 requests/s, each answer 100 ms late, share of what the request count allows", "BenchmarkRateLimitedLatency", "fraction_of_allowed", 0.95, true},
 	{"GoCardless at 10 requests/s, each answer 100 ms late, share of what the request count allows", "BenchmarkRateLimitedGoCardlessLatency", "fraction_of_allowed", 0.95, true},
 	{"verify --all under 20 requests/s, each answer 100 ms late, share of what the request count allows", "BenchmarkVerifyAllLatency", "fraction_of_allowed", 0.95, true},
+	{"verify --all, GoCardless at 10 requests/s, each answer 100 ms late, share of what the request count allows", "BenchmarkVerifyAllLatencyGoCardless", "fraction_of_allowed", 0.95, true},
 	{"times faster than stripe-sync-engine 0.48.5, the month", "BenchmarkPeer", "speedup", 10, true},
 	{"demo --payments 20000, seconds", "BenchmarkDemo/payments=20000", "s/op", 30, false},
 	{"peak RSS MiB, 10,000 events", "BenchmarkEndToEnd/events=10000", "peakRSS_MiB", 100, false},

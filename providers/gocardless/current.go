@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
 )
@@ -26,14 +28,26 @@ type Verifier struct {
 	p *Provider
 
 	mu      sync.Mutex
-	payouts map[string]string // payout id → status ("missing" when 404)
+	payouts map[string]*payoutRead
 }
+
+// payoutRead is one payout's status, read once for every caller.
+type payoutRead struct {
+	done   chan struct{} // closed when status and err are set
+	status string        // "missing" when 404
+	err    error
+}
+
+// currentConcurrency is how many payments one Current call reads by id at
+// once. The client's pacing still bounds the request rate; this only keeps
+// GoCardless's answer time from being the bound.
+const currentConcurrency = 4
 
 var _ reconcile.CurrentReader = (*Verifier)(nil)
 
 // Verifier returns a new Verifier over p's client.
 func (p *Provider) Verifier() *Verifier {
-	return &Verifier{p: p, payouts: map[string]string{}}
+	return &Verifier{p: p, payouts: map[string]*payoutRead{}}
 }
 
 // currentPayment is the part of a payment verify reads.
@@ -53,35 +67,51 @@ type currentPayment struct {
 // Current implements reconcile.CurrentReader. GoCardless has no connected
 // accounts: cp.Account is ignored. The payment's own status tells paid out
 // from not, so cp.Payouts is not needed; the payment's payout is read for
-// its status (a payout that bounced after it was paid).
+// its status (a payout that bounced after it was paid). A payment
+// ListCurrent already read (cp.Listed) is complete as listed (its payout's
+// status included) and is not read again.
 func (v *Verifier) Current(ctx context.Context, cp reconcile.CurrentParams) ([]reconcile.Current, error) {
-	out := make([]reconcile.Current, 0, len(cp.IDs))
-	for _, id := range cp.IDs {
-		var r struct {
-			Payments json.RawMessage `json:"payments"`
+	out := make([]reconcile.Current, len(cp.IDs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(currentConcurrency)
+	for i, id := range cp.IDs {
+		if c, ok := cp.Listed[id]; ok {
+			out[i] = c
+			continue
 		}
-		if err := v.p.get(ctx, "/payments/"+url.PathEscape(id), nil, &r); err != nil {
-			var ae *APIError
-			if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-				out = append(out, reconcile.Current{ProviderID: id})
-				continue
-			}
-			return nil, fmt.Errorf("get gocardless payment %s: %w", id, err)
-		}
-		var pm currentPayment
-		if err := json.Unmarshal(r.Payments, &pm); err != nil {
-			return nil, fmt.Errorf("decode gocardless payment %s: %w", id, err)
-		}
-		if pm.ID != id {
-			return nil, fmt.Errorf("get gocardless payment %s: the answer is for %q", id, pm.ID)
-		}
-		c, err := v.current(ctx, pm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
+		g.Go(func() error {
+			c, err := v.read(gctx, id)
+			out[i] = c
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// read reads one payment by id and maps it (current); a payment GoCardless
+// does not know is not found.
+func (v *Verifier) read(ctx context.Context, id string) (reconcile.Current, error) {
+	var r struct {
+		Payments json.RawMessage `json:"payments"`
+	}
+	if err := v.p.get(ctx, "/payments/"+url.PathEscape(id), nil, &r); err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			return reconcile.Current{ProviderID: id}, nil
+		}
+		return reconcile.Current{}, fmt.Errorf("get gocardless payment %s: %w", id, err)
+	}
+	var pm currentPayment
+	if err := json.Unmarshal(r.Payments, &pm); err != nil {
+		return reconcile.Current{}, fmt.Errorf("decode gocardless payment %s: %w", id, err)
+	}
+	if pm.ID != id {
+		return reconcile.Current{}, fmt.Errorf("get gocardless payment %s: the answer is for %q", id, pm.ID)
+	}
+	return v.current(ctx, pm)
 }
 
 // current is the Current of a payment read from GoCardless: its status
@@ -214,14 +244,38 @@ func (p *Provider) chainState(ctx context.Context, id string) (models.State, err
 	return st, nil
 }
 
-// payoutStatus reads a payout's status once per Verifier.
+// payoutStatus reads a payout's status once per Verifier: concurrent
+// callers for one payout wait for one read, and a failed read is not kept
+// (a later call reads it again).
 func (v *Verifier) payoutStatus(ctx context.Context, id string) (string, error) {
 	v.mu.Lock()
-	st, ok := v.payouts[id]
+	pr, ok := v.payouts[id]
+	if !ok {
+		pr = &payoutRead{done: make(chan struct{})}
+		v.payouts[id] = pr
+	}
 	v.mu.Unlock()
 	if ok {
-		return st, nil
+		select {
+		case <-pr.done:
+			return pr.status, pr.err
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 	}
+	pr.status, pr.err = v.readPayout(ctx, id)
+	if pr.err != nil {
+		v.mu.Lock()
+		delete(v.payouts, id)
+		v.mu.Unlock()
+	}
+	close(pr.done)
+	return pr.status, pr.err
+}
+
+// readPayout reads a payout's status: "missing" when GoCardless does not
+// know it.
+func (v *Verifier) readPayout(ctx context.Context, id string) (string, error) {
 	var r struct {
 		Payouts struct {
 			ID     string `json:"id"`
@@ -233,15 +287,10 @@ func (v *Verifier) payoutStatus(ctx context.Context, id string) (string, error) 
 		if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 			return "", fmt.Errorf("get gocardless payout %s: %w", id, err)
 		}
-		st = "missing"
-	} else {
-		if r.Payouts.ID != id {
-			return "", fmt.Errorf("get gocardless payout %s: the answer is for %q", id, r.Payouts.ID)
-		}
-		st = r.Payouts.Status
+		return "missing", nil
 	}
-	v.mu.Lock()
-	v.payouts[id] = st
-	v.mu.Unlock()
-	return st, nil
+	if r.Payouts.ID != id {
+		return "", fmt.Errorf("get gocardless payout %s: the answer is for %q", id, r.Payouts.ID)
+	}
+	return r.Payouts.Status, nil
 }
