@@ -380,6 +380,26 @@ func BenchmarkListing(b *testing.B) {
 	}
 }
 
+// BenchmarkListingLatency is `reconciler run --mode listing` over the
+// world of BenchmarkRateLimitedLatency (20,000 events, about 8,800
+// payments) at 20 requests/s with every answer latency late. The window's
+// PaymentIntents are one list read through its cursor unless Stripe answers
+// late, when they are listed as stretches of the window at once
+// (stripe.Provider.listIntents). It reports the wall time, the requests and
+// their share of what the pacing allows.
+func BenchmarkListingLatency(b *testing.B) {
+	const rps = 20
+	b.StopTimer()
+	var r result
+	for range b.N {
+		r = runWorld(b, newWorldAt(b, 20_000, latency), rps, "--mode", "listing")
+	}
+	b.ReportMetric(r.wall.Seconds(), "wall_s")
+	b.ReportMetric(float64(r.run.APIRequests), "requests")
+	b.ReportMetric(float64(r.run.Examined), "payments")
+	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
+}
+
 // BenchmarkRateLimited is the throughput under a provider rate limit of R
 // requests/s as a fraction of the ceiling 100·R events/s.
 func BenchmarkRateLimited(b *testing.B) {

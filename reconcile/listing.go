@@ -26,8 +26,11 @@ type ObjectLister interface {
 	//
 	// Pages carry no Events and no Cursor (a listing is read again whole,
 	// never resumed). Memory stays flat: each page is handed to fn before
-	// the next is read. p.After and p.AfterAt are ignored. It stops at the
-	// first error fn returns and returns it.
+	// the next is read (a provider that answers late may list a few
+	// stretches of the window at once, each page still handed on before its
+	// stretch's next is read, in the order they arrive). p.After and
+	// p.AfterAt are ignored. It stops at the first error fn returns and
+	// returns it.
 	ListObjects(ctx context.Context, p ListParams, fn func(Page) error) error
 }
 

@@ -22,12 +22,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/reconciler/reconciler/internal/dbopen"
+	"github.com/reconciler/reconciler/internal/fanin"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
 	"github.com/reconciler/reconciler/store"
@@ -372,52 +372,12 @@ const (
 // called from this goroutine only, while the next pages are asked for.
 func (v *verifier) listed(ctx context.Context, rows int, fn func([]reconcile.Current) error) error {
 	parts := stretches(v.o.Since, v.o.Until, min(listStreams, max(1, rows/v.o.StreamRows)))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pages := make(chan []reconcile.Current, len(parts))
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		listErr error // the first list to fail (the others are then canceled)
-	)
-	for _, p := range parts {
-		wg.Go(func() {
-			err := v.lister.ListCurrent(ctx, reconcile.ListParams{Account: v.o.Account, Since: p.since, Until: p.until}, func(cs []reconcile.Current) error {
-				select {
-				case pages <- cs:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			})
-			if err != nil {
-				mu.Lock()
-				if listErr == nil && ctx.Err() == nil {
-					listErr = fmt.Errorf("list %s payments: %w", v.o.Provider, err)
-				}
-				mu.Unlock()
-				cancel()
-			}
-		})
-	}
-	go func() { wg.Wait(); close(pages) }()
-	var fnErr error
-	for cs := range pages { // until every list has ended
-		if fnErr == nil && ctx.Err() == nil {
-			if fnErr = fn(cs); fnErr != nil {
-				cancel()
-			}
+	return fanin.Run(ctx, parts, func(ctx context.Context, p stretch, send func([]reconcile.Current) error) error {
+		if err := v.lister.ListCurrent(ctx, reconcile.ListParams{Account: v.o.Account, Since: p.since, Until: p.until}, send); err != nil {
+			return fmt.Errorf("list %s payments: %w", v.o.Provider, err)
 		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	switch {
-	case fnErr != nil:
-		return fnErr
-	case listErr != nil:
-		return listErr
-	}
-	return ctx.Err() // the caller's
+		return nil
+	}, func(_ context.Context, cs []reconcile.Current) error { return fn(cs) })
 }
 
 // stretch is a part [since, until) of a window.
@@ -568,8 +528,8 @@ type payoutWarmer interface {
 // (payoutWarmer): each page then finds its payouts read or being read.
 func (v *verifier) all(ctx context.Context) error {
 	var done map[uint64]struct{}
+	q := store.PaymentQuery{Provider: v.o.Provider, Account: v.o.Account, Since: v.o.Since, Until: v.o.Until}
 	if w, ok := v.o.Reader.(payoutWarmer); ok {
-		q := store.PaymentQuery{Provider: v.o.Provider, Account: v.o.Account, Since: v.o.Since, Until: v.o.Until}
 		payouts, err := v.o.Store.PayoutsInWindow(ctx, q)
 		if err != nil {
 			return err
@@ -580,7 +540,7 @@ func (v *verifier) all(ctx context.Context) error {
 		defer func() { cancel(); <-warmed }()
 	}
 	if v.lister != nil {
-		rows, err := v.o.Store.CountInWindow(ctx, store.PaymentQuery{Provider: v.o.Provider, Account: v.o.Account, Since: v.o.Since, Until: v.o.Until})
+		rows, err := v.o.Store.CountInWindow(ctx, q)
 		if err != nil {
 			return err
 		}

@@ -415,16 +415,23 @@ func TestVerifyOptionsValidate(t *testing.T) {
 
 // ---- GoCardless ------------------------------------------------------------
 
-func TestVerifyGoCardless(t *testing.T) {
-	t.Parallel()
-	db := pgtest.New(t)
-	fake := gcfake.New(gcfake.Options{Seed: 3})
+// newGoCardlessWorld is a real PostgreSQL schema, the fake GoCardless over
+// HTTP and the real GoCardless provider reading it; h(d) is d before now.
+func newGoCardlessWorld(t *testing.T, seed int64) (db *pgtest.DB, fake *gcfake.Server, p *gocardless.Provider, now time.Time, h func(time.Duration) time.Time) {
+	t.Helper()
+	db = pgtest.New(t)
+	fake = gcfake.New(gcfake.Options{Seed: seed})
 	url := fake.Start()
 	t.Cleanup(fake.Close)
 	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_verify", BaseURL: url})
 	require.NoError(t, err)
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	h := func(d time.Duration) time.Time { return now.Add(-d) }
+	now = time.Now().UTC().Truncate(time.Millisecond)
+	return db, fake, p, now, func(d time.Duration) time.Time { return now.Add(-d) }
+}
+
+func TestVerifyGoCardless(t *testing.T) {
+	t.Parallel()
+	db, fake, p, now, h := newGoCardlessWorld(t, 3)
 
 	confirmed := fake.CreatePayment(1000, "GBP", h(100*time.Hour))
 	fake.Submit(confirmed, h(90*time.Hour))
@@ -802,14 +809,7 @@ func TestVerifyAllReadsTheWindowsPayoutsBeside(t *testing.T) {
 // the listing had read and read every payment by id, one after another.
 func TestVerifyGoCardlessReadsListedPaymentsOnce(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	fake := gcfake.New(gcfake.Options{Seed: 5})
-	url := fake.Start()
-	t.Cleanup(fake.Close)
-	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_verify", BaseURL: url})
-	require.NoError(t, err)
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	h := func(d time.Duration) time.Time { return now.Add(-d) }
+	db, fake, p, now, h := newGoCardlessWorld(t, 5)
 	var paid []string
 	for i := range 30 {
 		pm := fake.CreatePayment(int64(1000+i), "GBP", h(20*time.Hour))

@@ -7,6 +7,7 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v76"
 
+	"github.com/reconciler/reconciler/internal/fanin"
 	"github.com/reconciler/reconciler/reconcile"
 )
 
@@ -41,6 +42,22 @@ func spanOf(lp reconcile.ListParams) span {
 }
 
 func (s span) has(t int64) bool { return t >= s.since && t < s.until }
+
+// split cuts s into at most k consecutive spans of about equal length, in
+// whole seconds, newest first (Stripe's order); a span shorter than k
+// seconds gives fewer.
+func (s span) split(k int) []span {
+	n := s.until - s.since
+	k = int(min(int64(k), max(n, 1)))
+	out := make([]span, 0, k)
+	hi := s.until
+	for i := k - 1; i >= 0; i-- {
+		lo := s.since + n*int64(i)/int64(k)
+		out = append(out, span{since: lo, until: hi})
+		hi = lo
+	}
+	return out
+}
 
 func (s span) query() *stripego.RangeQueryParams {
 	return &stripego.RangeQueryParams{GreaterThanOrEqual: s.since, LesserThan: s.until}
@@ -103,13 +120,50 @@ func (p *Provider) ListObjects(ctx context.Context, lp reconcile.ListParams, fn 
 }
 
 // listIntents lists the PaymentIntents created in the window and hands fn
-// the changes of each page.
+// the changes of each page, before the next page is requested. When Stripe
+// answers slower than the pacing allows (latencyBound), the window is
+// listed as intentStretches stretches of its time at once instead (a list
+// read through its cursor makes one request an answer's time): each
+// stretch's next page is then requested while its pages wait to be mapped
+// and handed on here, one at a time, in the order they arrive. A payment is
+// in one stretch and its changes in one page, so the listing's changes are
+// the same, in another order of pages.
 func (p *Provider) listIntents(ctx context.Context, f *fetcher, w span, fn func(reconcile.Page) error) error {
-	params := &stripego.PaymentIntentListParams{ListParams: listParams(ctx, f.account, listPage), CreatedRange: w.query()}
+	hand := func(ctx context.Context, pis []*stripego.PaymentIntent) error {
+		var out []reconcile.Change
+		for _, pi := range pis {
+			cs, err := f.changes(ctx, pi)
+			if err != nil {
+				return err
+			}
+			out = append(out, cs...)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return fn(reconcile.Page{Changes: out})
+	}
+	if !p.latencyBound() {
+		return p.intentPages(ctx, f.account, w, w, func(pis []*stripego.PaymentIntent) error { return hand(ctx, pis) })
+	}
+	return fanin.Run(ctx, w.split(intentStretches), func(ctx context.Context, part span, send func([]*stripego.PaymentIntent) error) error {
+		return p.intentPages(ctx, f.account, w, part, send)
+	}, hand)
+}
+
+// intentStretches is how many stretches of its window the object listing
+// lists at once when Stripe answers late.
+const intentStretches = 4
+
+// intentPages lists the PaymentIntents created in part, a stretch of the
+// window w, with what the mapping expands, and calls emit with each page
+// of them (those the stretch holds) before it requests the next.
+func (p *Provider) intentPages(ctx context.Context, account string, w, part span, emit func([]*stripego.PaymentIntent) error) error {
+	params := &stripego.PaymentIntentListParams{ListParams: listParams(ctx, account, listPage), CreatedRange: part.query()}
 	params.AddExpand("data.latest_charge.balance_transaction")
 	params.AddExpand("data.latest_charge.refunds")
 	it := p.api.PaymentIntents.List(params)
-	var out []reconcile.Change
+	var page []*stripego.PaymentIntent
 	n := 0
 	for it.Next() {
 		n++
@@ -117,31 +171,29 @@ func (p *Provider) listIntents(ctx context.Context, f *fetcher, w span, fn func(
 		switch {
 		case pi == nil || pi.ID == "":
 			p.log.Warn("stripe listed a payment intent without an id; skipped")
-		case !w.has(pi.Created):
+		case !part.has(pi.Created):
 			// Stripe filters by created; an object outside the filter
 			// (stripe-mock lists its fixtures whatever is asked) is not
-			// the window's.
-			p.log.Warn("stripe listed a payment intent the request excluded; skipped", "provider_id", pi.ID, "created", pi.Created)
+			// the stretch's.
+			if !w.has(pi.Created) || part == w {
+				p.log.Warn("stripe listed a payment intent the request excluded; skipped", "provider_id", pi.ID, "created", pi.Created)
+			}
 		default:
-			cs, err := f.changes(ctx, pi)
-			if err != nil {
-				return err
-			}
-			out = append(out, cs...)
+			page = append(page, pi)
 		}
-		if n%listPage == 0 && len(out) > 0 {
+		if n%listPage == 0 && len(page) > 0 {
 			// A page read: handed on before the next is requested.
-			if err := fn(reconcile.Page{Changes: out}); err != nil {
+			if err := emit(page); err != nil {
 				return err
 			}
-			out = nil
+			page = nil
 		}
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("list stripe payment intents: %w", translate(err))
 	}
-	if len(out) > 0 {
-		return fn(reconcile.Page{Changes: out})
+	if len(page) > 0 {
+		return emit(page)
 	}
 	return nil
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -532,4 +534,71 @@ func TestCurrentCompletesListed(t *testing.T) {
 		}
 	}
 	require.Positive(t, settled, "the local payouts were checked")
+}
+
+// TestListObjectsInStretchesWhenStripeAnswersLate: when Stripe answers
+// slower than the pacing allows (forced here: Config.ReadAhead), the
+// window's PaymentIntents are listed as stretches of its time at once, and
+// the listing hands on the same changes as one list does, each payment's in
+// one page, at a cost of at most a partly filled page a stretch. A failing
+// stretch fails the listing.
+func TestListObjectsInStretchesWhenStripeAnswersLate(t *testing.T) {
+	t.Parallel()
+	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 17})
+	u := fake.Start()
+	t.Cleanup(fake.Close)
+	a := fake.Account("")
+	since, until := now.Add(-60*24*time.Hour), now.Add(-30*24*time.Hour)
+	a.Generate(stripefake.GenOptions{Payments: 1200, Start: now.Add(-90 * 24 * time.Hour), End: now, Seed: 21})
+	provider := func(late bool) *stripe.Provider {
+		p, err := stripe.New(stripe.Config{APIKey: "sk_test_x", BaseURL: u, MaxRetries: 2, ReadAhead: late,
+			Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+		require.NoError(t, err)
+		return p
+	}
+	lp := reconcile.ListParams{Since: since, Until: until}
+	sorted := func(cs []reconcile.Change) []reconcile.Change {
+		slices.SortStableFunc(cs, func(a, b reconcile.Change) int {
+			if c := strings.Compare(a.ProviderID, b.ProviderID); c != 0 {
+				return c
+			}
+			return strings.Compare(a.EventID, b.EventID)
+		})
+		return cs
+	}
+	before := fake.RequestsByPath()["/v1/payment_intents"]
+	one, onePages := listObjects(t, provider(false), lp)
+	mid := fake.RequestsByPath()["/v1/payment_intents"]
+	lateP := provider(true)
+	late, latePages := listObjects(t, lateP, lp)
+	after := fake.RequestsByPath()["/v1/payment_intents"]
+	require.Greater(t, len(onePages), 5)
+	requireListed(t, late, until)
+	require.Equal(t, len(one), len(late))
+	require.Equal(t, sorted(one), sorted(late), "the same changes")
+	pageOf := map[string]int{}
+	for i, pg := range latePages {
+		for _, c := range pg.Changes {
+			if j, ok := pageOf[c.ProviderID]; ok && j != i && c.PayoutID == "" {
+				t.Fatalf("%s's intent changes in pages %d and %d", c.ProviderID, j, i)
+			}
+			if c.PayoutID == "" {
+				pageOf[c.ProviderID] = i
+			}
+		}
+	}
+	oneList, stretched := mid-before, after-mid
+	require.LessOrEqual(t, stretched, oneList+3, "at most a partly filled page more a stretch")
+	require.Greater(t, stretched, oneList, "the window was listed in stretches")
+
+	// An error from fn stops the listing and is returned.
+	stop := errors.New("stop")
+	calls := 0
+	require.ErrorIs(t, lateP.ListObjects(context.Background(), lp, func(reconcile.Page) error { calls++; return stop }), stop)
+	require.Equal(t, 1, calls)
+	// A stretch whose list fails fails the listing (the account's payout
+	// schedule is known by now).
+	fake.SetFailureRate(http.StatusBadRequest, 1)
+	err := lateP.ListObjects(context.Background(), lp, func(reconcile.Page) error { return nil })
+	require.ErrorContains(t, err, "list stripe payment intents")
 }
