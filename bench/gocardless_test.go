@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -82,44 +81,50 @@ func BenchmarkRateLimitedGoCardlessLatency(b *testing.B) {
 func BenchmarkVerifyAllLatencyGoCardless(b *testing.B) {
 	const rps = 10
 	b.StopTimer()
-	db := pgtest.New(b)
-	now := time.Now().UTC()
-	fake := gcfake.New(gcfake.Options{Seed: 1})
-	url := fake.Start()
-	b.Cleanup(fake.Close)
 	payments := 10_000
 	if n, err := strconv.Atoi(os.Getenv("BENCH_VERIFY_PAYMENTS")); err == nil {
 		payments = n
 	}
-	fake.Generate(gcfake.GenOptions{Payments: payments, Start: now.Add(-30 * 24 * time.Hour), End: now.Add(-time.Minute), Seed: 7})
-	since := now.Add(-31 * 24 * time.Hour).Format(time.RFC3339)
-	env := binaryEnv(db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE="+url)
-	cmd := exec.Command(binary, "run", "--config", writeConfig(b, "gocardless", 1000), "--since", since, "--format", "json")
-	cmd.Env = env
-	timedRun(b, cmd)
-	fake.SetLatency(latency)
-	var wall time.Duration
-	var out verifyOut
-	for range b.N {
-		cmd := exec.Command(binary, "verify", "--config", writeConfig(b, "gocardless", rps), "--since", since, "--all", "-o", "json")
-		cmd.Env = env
-		so, se, d := timedRun(b, cmd)
-		wall = d
-		if err := json.Unmarshal(so, &out); err != nil {
-			b.Fatalf("%v: %s\n%s", err, so, se)
-		}
+	w := newGCWorld(b, payments, 0)
+	since := w.now.Add(-31 * 24 * time.Hour).Format(time.RFC3339)
+	w.exec(b, 1000, "run", "--since", since, "--format", "json")
+	w.fake.SetLatency(latency)
+	out, wall, requests, _ := benchVerify(b, w.db, func() ([]byte, []byte, time.Duration) {
+		return w.exec(b, rps, "verify", "--since", since, "--all", "-o", "json")
+	})
+	reportVerifyAll(b, out, wall, requests, rps, payments)
+}
+
+// gcWorld is a fresh fake GoCardless of Bacs payments created over the 30
+// days before now, and an empty schema.
+type gcWorld struct {
+	db   *pgtest.DB
+	fake *gcfake.Server
+	url  string
+	now  time.Time
+}
+
+// newGCWorld generates payments payments into a fresh fake GoCardless,
+// limited to perMinute requests a minute (0: no limit), closed when b ends.
+func newGCWorld(b *testing.B, payments, perMinute int) gcWorld {
+	b.Helper()
+	w := gcWorld{db: pgtest.New(b), now: time.Now().UTC(), fake: gcfake.New(gcfake.Options{Seed: 1})}
+	if perMinute > 0 {
+		w.fake.SetRateLimit(perMinute, time.Minute)
 	}
-	var requests int64
-	if err := db.Raw(`SELECT api_requests FROM reconciliation_runs WHERE notes->>'command' = 'verify' ORDER BY id DESC LIMIT 1`).Scan(&requests).Error; err != nil {
-		b.Fatal(err)
-	}
-	if out.Checked < payments*9/10 {
-		b.Fatalf("verify checked %d payments", out.Checked)
-	}
-	b.ReportMetric(wall.Seconds(), "wall_s")
-	b.ReportMetric(float64(requests), "requests")
-	b.ReportMetric(float64(out.Checked), "checked")
-	b.ReportMetric(float64(requests)/rps/wall.Seconds(), "fraction_of_allowed")
+	w.url = w.fake.Start()
+	b.Cleanup(w.fake.Close)
+	w.fake.Generate(gcfake.GenOptions{Payments: payments, Start: w.now.Add(-30 * 24 * time.Hour), End: w.now.Add(-time.Minute), Seed: 7})
+	return w
+}
+
+// exec runs the built binary's command args[0] against w paced at rps
+// requests/s (0: the provider's default); stdout, stderr and wall time.
+func (w gcWorld) exec(b *testing.B, rps int, args ...string) (stdout, stderr []byte, wall time.Duration) {
+	b.Helper()
+	cmd := exec.Command(binary, append([]string{args[0], "--config", writeConfig(b, "gocardless", rps)}, args[1:]...)...)
+	cmd.Env = binaryEnv(w.db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE="+w.url)
+	return timedRun(b, cmd)
 }
 
 // runGoCardless generates about events events into a fresh fake GoCardless
@@ -140,22 +145,9 @@ func runGoCardlessPaced(b *testing.B, events, rps, perMinute int) result {
 // request latency after it came.
 func runGoCardlessAt(b *testing.B, events, rps, perMinute int, latency time.Duration) result {
 	b.Helper()
-	db := pgtest.New(b)
-	now := time.Now().UTC()
-	fake := gcfake.New(gcfake.Options{Seed: 1})
-	fake.SetLatency(latency)
-	if perMinute > 0 {
-		fake.SetRateLimit(perMinute, time.Minute)
-	}
-	url := fake.Start()
-	b.Cleanup(fake.Close)
-	payments := int(float64(events) / gcEventsPerPayment)
-	fake.Generate(gcfake.GenOptions{Payments: payments, Start: now.Add(-30 * 24 * time.Hour), End: now.Add(-time.Minute), Seed: 7})
-
-	cfg := writeConfig(b, "gocardless", rps)
-	cmd := exec.Command(binary, "run", "--config", cfg, "--since", now.Add(-31*24*time.Hour).Format(time.RFC3339), "--format", "json")
-	cmd.Env = binaryEnv(db.URL, "GOCARDLESS_ACCESS_TOKEN=sandbox_bench", "GOCARDLESS_API_BASE="+url)
-	so, se, wall := timedRun(b, cmd)
+	w := newGCWorld(b, int(float64(events)/gcEventsPerPayment), perMinute)
+	w.fake.SetLatency(latency)
+	so, se, wall := w.exec(b, rps, "run", "--since", w.now.Add(-31*24*time.Hour).Format(time.RFC3339), "--format", "json")
 	res := parseRun(b, so, se, wall)
 	if res.run.Provider != "gocardless" {
 		b.Fatalf("want the gocardless run, got %s's", res.run.Provider)

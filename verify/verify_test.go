@@ -810,32 +810,32 @@ func TestVerifyAllReadsTheWindowsPayoutsBeside(t *testing.T) {
 func TestVerifyGoCardlessReadsListedPaymentsOnce(t *testing.T) {
 	t.Parallel()
 	db, fake, p, now, h := newGoCardlessWorld(t, 5)
-	var paid []string
-	for i := range 30 {
-		pm := fake.CreatePayment(int64(1000+i), "GBP", h(20*time.Hour))
-		fake.Submit(pm, h(19*time.Hour))
-		fake.Confirm(pm, h(10*time.Hour))
-		paid = append(paid, pm)
-		seed(t, db, gocardless.Name, pm, models.StateCaptured, int64(1000+i), 0)
+	// n payments from amount up, created, submitted and confirmed at those
+	// times before now; seedAll gives them local rows.
+	confirmed := func(n int, amount int64, created, submitted, confirmed time.Duration) []string {
+		var ids []string
+		for i := range n {
+			pm := fake.CreatePayment(amount+int64(i), "GBP", h(created))
+			fake.Submit(pm, h(submitted))
+			fake.Confirm(pm, h(confirmed))
+			ids = append(ids, pm)
+		}
+		return ids
 	}
+	seedAll := func(ids []string, amount int64, st models.State, edit ...func(*models.Payment)) {
+		for i, pm := range ids {
+			seed(t, db, gocardless.Name, pm, st, amount+int64(i), 0, edit...)
+		}
+	}
+	paid := confirmed(30, 1000, 20*time.Hour, 19*time.Hour, 10*time.Hour)
 	po := fake.PayOut(h(5*time.Hour), paid[:10]...)
-	for _, pm := range paid[:10] {
-		require.NoError(t, db.Model(&models.Payment{}).Where("provider_id = ?", pm).
-			Updates(map[string]any{"state": models.StateSettled, "payout_id": po, "settled_at": h(5 * time.Hour)}).Error)
-	}
+	seedAll(paid[:10], 1000, models.StateSettled, paidOutBy(po, h(5*time.Hour)))
+	seedAll(paid[10:], 1010, models.StateCaptured)
 	// Created before the window, paid out in it by one payout: not listed,
 	// read by id, a few at once, their payout read once.
-	var older []string
-	for i := range 12 {
-		pm := fake.CreatePayment(int64(900+i), "GBP", h(100*time.Hour))
-		fake.Submit(pm, h(90*time.Hour))
-		fake.Confirm(pm, h(30*time.Hour))
-		older = append(older, pm)
-	}
+	older := confirmed(12, 900, 100*time.Hour, 90*time.Hour, 30*time.Hour)
 	po2 := fake.PayOut(h(6*time.Hour), older...)
-	for i, pm := range older {
-		seed(t, db, gocardless.Name, pm, models.StateSettled, int64(900+i), 0, paidOutBy(po2, h(6*time.Hour)))
-	}
+	seedAll(older, 900, models.StateSettled, paidOutBy(po2, h(6*time.Hour)))
 	// A listed payment whose row is wrong.
 	require.NoError(t, db.Model(&models.Payment{}).Where("provider_id = ?", paid[20]).Update("amount_refunded", 5).Error)
 

@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reconciler/reconciler/models"
+	"github.com/reconciler/reconciler/providers/stripe"
 	"github.com/reconciler/reconciler/reconcile"
 )
 
@@ -49,6 +50,40 @@ func TestStripeMockObjectListing(t *testing.T) {
 	t.Run("Fixtures", func(t *testing.T) { t.Parallel(); testStripeMockListFixtures(t, direct) })
 	t.Run("Rewritten", func(t *testing.T) { t.Parallel(); testStripeMockListRewritten(t, direct) })
 	t.Run("ListCurrent", func(t *testing.T) { t.Parallel(); testStripeMockListCurrent(t, direct) })
+	t.Run("Stretches", func(t *testing.T) { t.Parallel(); testStripeMockListStretches(t, direct) })
+}
+
+// testStripeMockListStretches: the window listed as stretches of its time
+// at once (Stripe answering late, forced here; verify's stretches are
+// ListCurrent calls over parts of the window). Every stretch's request is
+// stripe-mock's to validate; stripe-mock lists its fixture in every
+// stretch whatever the filter, and only the stretch that holds it keeps it.
+func testStripeMockListStretches(t *testing.T, direct string) {
+	m := proxyStripeMock(t, direct)
+	p, err := stripe.New(stripe.Config{APIKey: stripeMockKey, BaseURL: m.URL, MaxRetries: 2, Timeout: 30 * time.Second, ReadAhead: true})
+	require.NoError(t, err)
+	ctx := context.Background()
+	lp := mockWindow("")
+	var cs []reconcile.Change
+	require.NoError(t, p.ListObjects(ctx, lp, func(pg reconcile.Page) error { cs = append(cs, pg.Changes...); return nil }))
+	require.Len(t, cs, 1, "%+v", cs)
+	require.Equal(t, mockPI, cs[0].ProviderID)
+	pis := ofPath(m.exchanges(), http.MethodGet, "/v1/payment_intents")
+	require.Len(t, pis, 4, "four stretches")
+	lo := map[string]bool{}
+	for _, x := range pis {
+		lo[x.Query.Get("created[gte]")] = true
+	}
+	require.Len(t, lo, 4, "four stretches, each its own: %v", pis)
+
+	v := p.Verifier()
+	f := time.Unix(mockCreated, 0).UTC()
+	found := 0
+	for _, part := range []reconcile.ListParams{{Since: lp.Since, Until: f}, {Since: f, Until: lp.Until}} {
+		require.NoError(t, v.ListCurrent(ctx, part, func(cur []reconcile.Current) error { found += len(cur); return nil }))
+	}
+	require.Equal(t, 1, found, "the fixture listed once across the stretches")
+	m.requireAllAccepted(t, p)
 }
 
 // testStripeMockListFixtures: stripe-mock's fixtures as they are, on the
