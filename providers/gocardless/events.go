@@ -129,6 +129,8 @@ type window struct {
 	// not fit a slice's spill, and none is listed ahead any more.
 	ahead *prefetch
 	unfit bool
+	// probed: the window's first slice was asked for (probeCap).
+	probed bool
 }
 
 // ListChanges implements reconcile.Provider. GoCardless lists newest first
@@ -136,11 +138,12 @@ type window struct {
 // refunds and creditors) are read slice of time by slice of time, each
 // slice whole, then delivered oldest first. A slice holds at most the
 // provider's hold of events (DefaultHold): the whole window when it has no
-// more (one slice, as before slices existed), else consecutive slices whose
-// length follows the events' density; a slice that turns out to hold more
-// is given up and read again in shorter slices, cut where what it read
-// says (learn, plan). A millisecond cannot be shortened: one whose events
-// pass the hold is read again in chunks of its pages (splitInstant). So
+// more than the probe's cap (probeCap, an eighth of the hold), else
+// consecutive slices whose length follows the events' density; a slice
+// that turns out to hold more is given up and read again in shorter
+// slices, cut where what it read says (learn, plan). A millisecond cannot
+// be shortened: one whose events pass the hold is read again in chunks of
+// its pages (splitInstant). So
 // memory stays flat however large the window (docs/providers/gocardless.md,
 // "A large window, read in slices").
 //
@@ -259,7 +262,12 @@ func (p *Provider) readWindow(ctx context.Context, lp reconcile.ListParams, emit
 	span := to.Sub(from)
 	for from.Before(to) {
 		end, profiled := w.plan(from, to, span, p.hold*3/4)
-		items, over, big, err := p.slice(ctx, from, end, w)
+		capN := p.hold
+		if !w.probed && end.Sub(from) > time.Millisecond {
+			capN = probeCap(p.hold)
+		}
+		w.probed = true
+		items, over, big, err := p.slice(ctx, from, end, w, capN)
 		if err != nil {
 			return err
 		}
@@ -442,6 +450,17 @@ func (w *window) plan(from, to time.Time, span time.Duration, target int) (end t
 	return w.known[len(w.known)-1].to, true
 }
 
+// probeCap is how many payment events the window's first slice (the
+// whole window) holds before it is given up. GoCardless lists newest
+// first, so what the first slice reads is the window's newest stretch:
+// kept (spill), it is delivered last, after every request the window
+// makes, while the engine writes it and the provider's rate limit goes
+// unused. Given up at the hold, that was the hold's events and more
+// (10,500 in pages of 500) written after the last answer; at an eighth of
+// it, three such pages, enough to size the slices after it. A window of
+// fewer events is one slice.
+func probeCap(hold int) int { return max(hold/8, 1) }
+
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -539,11 +558,11 @@ func clampSpan(s, most time.Duration) time.Duration {
 // slice reads the events of [from, end): payments (with the linked
 // payment), then the refunds and creditors' events the window's side
 // streams hold for it (sideItems). It gives up, with an overflow and no
-// item, once its payment events pass the hold and the slice can be
-// shortened.
-func (p *Provider) slice(ctx context.Context, from, end time.Time, w *window) ([]item, *overflow, *pageMarks, error) {
+// item, once its payment events pass capN (the hold, or the window's
+// probe) and the slice can be shortened.
+func (p *Provider) slice(ctx context.Context, from, end time.Time, w *window, capN int) ([]item, *overflow, *pageMarks, error) {
 	var flaggedNow []string
-	s := stretch{rt: "payments", from: from, end: end, capN: p.hold, past: giveUp}
+	s := stretch{rt: "payments", from: from, end: end, capN: capN, past: giveUp}
 	if end.Sub(from) <= time.Millisecond {
 		s.past = markPages // an instant cannot be shortened, only split
 	}

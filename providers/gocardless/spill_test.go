@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,4 +253,57 @@ func TestSpillsShareTheProcessBudget(t *testing.T) {
 	assert.False(t, rb.full, "a closed spill gives its bytes back")
 	assert.True(t, b.keep(rb))
 	assert.Zero(t, budget.Left()-int64(len(page)+4))
+}
+
+// TestLittleWaitsForTheWindowsLastAnswer: at the provider's pacing a
+// window's requests are its wall time, and what the engine still has to
+// write once GoCardless has answered the last of them is time the rate
+// limit goes unused. GoCardless lists newest first, so what the window's
+// first slice reads (the whole window, given up past its cap) is its
+// newest stretch, delivered last. The first slice is given up at the
+// probe's cap (an eighth of the hold), not the hold: of a window of more
+// than 10,000 events read at a hold of 1,500, at most a third of the hold
+// is delivered after the last answer (more than the hold before).
+func TestLittleWaitsForTheWindowsLastAnswer(t *testing.T) {
+	t.Parallel()
+	w := newSlicedWorld(t, 3000)
+	var answered atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		w.server.Handler().ServeHTTP(rec, r)
+		answered.Add(1) // before the answer leaves: a page counted late is counted in the tail
+		for k, v := range rec.Header() {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(rec.Code)
+		_, _ = rw.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(ts.Close)
+	const hold = 1500
+	p, err := New(Config{AccessToken: "sandbox_tail", BaseURL: ts.URL, Hold: hold, PageSize: 100})
+	require.NoError(t, err)
+	p.noPrefetch = false // slices listed ahead, as a paced provider lists them
+	p.spills = tmpfile.NewBudget(1 << 30)
+	type delivered struct {
+		answered int64
+		events   int
+	}
+	var pages []delivered
+	events := 0
+	require.NoError(t, p.ListChanges(context.Background(), w.lp, func(pg reconcile.Page) error {
+		pages = append(pages, delivered{answered.Load(), len(pg.Events)})
+		events += len(pg.Events)
+		return nil
+	}))
+	last := answered.Load()
+	require.Equal(t, p.Requests(), last, "every request answered once (no retries)")
+	tail := 0
+	for _, d := range pages {
+		if d.answered == last {
+			tail += d.events
+		}
+	}
+	t.Logf("%d events, %d requests; %d events delivered after the last answer", events, last, tail)
+	require.Greater(t, events, 10_000)
+	assert.LessOrEqual(t, tail, hold/3, "events delivered after the window's last answer")
 }
