@@ -143,9 +143,8 @@ type window struct {
 // that turns out to hold more is given up and read again in shorter
 // slices, cut where what it read says (learn, plan). A millisecond cannot
 // be shortened: one whose events pass the hold is read again in chunks of
-// its pages (splitInstant). So
-// memory stays flat however large the window (docs/providers/gocardless.md,
-// "A large window, read in slices").
+// its pages (splitInstant). So memory stays flat however large the window
+// (docs/providers/gocardless.md, "A large window, read in slices").
 //
 // What a payment's facts mean may depend on facts later in the window (a
 // resubmission after a failure is judged by whether the payment fails
