@@ -261,12 +261,12 @@ func (p *Provider) readWindow(ctx context.Context, lp reconcile.ListParams, emit
 	span := to.Sub(from)
 	for from.Before(to) {
 		end, profiled := w.plan(from, to, span, p.hold*3/4)
-		capN := p.hold
+		probe := 0
 		if !w.probed && end.Sub(from) > time.Millisecond {
-			capN = probeCap(p.hold)
+			probe = probeCap(p.hold)
 		}
 		w.probed = true
-		items, over, big, err := p.slice(ctx, from, end, w, capN)
+		items, over, big, err := p.slice(ctx, from, end, w, probe)
 		if err != nil {
 			return err
 		}
@@ -450,14 +450,16 @@ func (w *window) plan(from, to time.Time, span time.Duration, target int) (end t
 }
 
 // probeCap is how many payment events the window's first slice (the
-// whole window) holds before it is given up. GoCardless lists newest
+// whole window) reads before it judges, by their density, whether the
+// window holds more than the hold (stretch.probe). GoCardless lists newest
 // first, so what the first slice reads is the window's newest stretch:
-// kept (spill), it is delivered last, after every request the window
-// makes, while the engine writes it and the provider's rate limit goes
-// unused. Given up at the hold, that was the hold's events and more
-// (10,500 in pages of 500) written after the last answer; at an eighth of
-// it, three such pages, enough to size the slices after it. A window of
-// fewer events is one slice.
+// kept (spill) when the slice is given up, it is delivered last, after
+// every request the window makes, while the engine writes it and the
+// provider's rate limit goes unused. Given up at the hold, that was the
+// hold's events and more (10,500 in pages of 500) written after the last
+// answer; given up at the probe, three such pages. A window whose density
+// says it fits the hold is read on as one slice, with the requests one
+// reading of it takes.
 func probeCap(hold int) int { return max(hold/8, 1) }
 
 func minTime(a, b time.Time) time.Time {
@@ -557,11 +559,12 @@ func clampSpan(s, most time.Duration) time.Duration {
 // slice reads the events of [from, end): payments (with the linked
 // payment), then the refunds and creditors' events the window's side
 // streams hold for it (sideItems). It gives up, with an overflow and no
-// item, once its payment events pass capN (the hold, or the window's
-// probe) and the slice can be shortened.
-func (p *Provider) slice(ctx context.Context, from, end time.Time, w *window, capN int) ([]item, *overflow, *pageMarks, error) {
+// item, once its payment events pass the hold (or, with probe, once
+// probe of them say the slice holds more: stretch.probe) and the slice can
+// be shortened.
+func (p *Provider) slice(ctx context.Context, from, end time.Time, w *window, probe int) ([]item, *overflow, *pageMarks, error) {
 	var flaggedNow []string
-	s := stretch{rt: "payments", from: from, end: end, capN: capN, past: giveUp}
+	s := stretch{rt: "payments", from: from, end: end, capN: p.hold, probe: probe, past: giveUp}
 	if end.Sub(from) <= time.Millisecond {
 		s.past = markPages // an instant cannot be shortened, only split
 	}
@@ -712,6 +715,11 @@ type stretch struct {
 	after     string
 	downTo    position
 	limit     int // the pages' length (0: the provider's)
+	// probe: with giveUp, once more than probe events are read, the
+	// stretch is given up as soon as their density (GoCardless lists
+	// newest first: every event of (lo, end) is read) says the stretch
+	// holds more than capN (probeCap).
+	probe int
 }
 
 // pageMarks are the pages of an instant's payment events as GoCardless
@@ -949,6 +957,10 @@ func (p *Provider) listType(ctx context.Context, s stretch, w *window, flaggedNo
 			}
 		}
 		w.sp.add(region, pg.body, pg.read, plo, phi)
+		if s.past == giveUp && s.probe > 0 && len(r.items) > s.probe && r.lo.After(s.from) &&
+			float64(len(r.items))*float64(s.end.Sub(s.from)) > float64(s.capN)*float64(s.end.Sub(r.lo)) {
+			return errOverflow
+		}
 		if len(r.items) > s.capN {
 			switch s.past {
 			case giveUp:

@@ -309,3 +309,23 @@ func TestLittleWaitsForTheWindowsLastAnswer(t *testing.T) {
 	require.Greater(t, events, 10_000)
 	assert.LessOrEqual(t, tail, hold/2, "events delivered after the window's last answer")
 }
+
+// TestAWindowThatFitsTheHoldIsOneSlice: the first slice's probe gives the
+// window up only when the density of what it read says the window holds
+// more than the hold. A month of 3,706 events read at the default hold is
+// one slice, with the requests of one whole reading (it was 14 against 11
+// when the probe gave every window past its cap up).
+func TestAWindowThatFitsTheHoldIsOneSlice(t *testing.T) {
+	t.Parallel()
+	w := newSlicedWorld(t, 1000)
+	whole := w.list(t, 1<<30, 500, w.lp)
+	got := w.list(t, DefaultHold, 500, w.lp)
+	events := 0
+	for _, pg := range got.pages {
+		events += len(pg.Events)
+	}
+	require.Greater(t, events, 2*probeCap(DefaultHold), "the window must pass the probe's cap")
+	assert.Equal(t, []int{events}, got.slices, "one slice")
+	assert.Equal(t, whole.requests, got.requests, "the requests of one whole reading")
+	assert.Equal(t, whole.pages, got.pages)
+}
