@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	stripego "github.com/stripe/stripe-go/v76"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
@@ -274,21 +275,18 @@ const warmPayouts = 4
 // otherwise wait for that whole list. A failed read is not cached, so the
 // payout's first use reads it again and reports the error.
 func (v *Verifier) WarmPayouts(ctx context.Context, account string, ids []string) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, warmPayouts)
+	var g errgroup.Group
+	g.SetLimit(warmPayouts)
 	for _, id := range ids {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return
+		if ctx.Err() != nil {
+			break
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			_, _ = v.payout(ctx, account, id)
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 }
 
 // payout returns the payout's view, reading it on first use: GET

@@ -563,11 +563,8 @@ func (b *Base) ForgetDeadCarry(ctx context.Context, provider, account string, ru
 // for "column in [?, ?)" (a %s for the column).
 func (b *Base) PaymentsInWindow(ctx context.Context, q store.PaymentQuery, inRange string) ([]models.Payment, error) {
 	m := b.Schema
-	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, m.SQL(col)) + ")" }
 	var rows []models.Payment
-	err := b.db(ctx).Table(m.SQL("{payments} AS p")).Select(m.SQL(models.PaymentSelect)).
-		Where(m.SQL("{p.provider} = ? AND {p.account} = ?"), q.Provider, q.Account).
-		Where(cond("{p.source_updated_at}")+" OR "+cond("{p.settled_at|NULL}"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC()).
+	err := b.inWindow(ctx, q, inRange).Select(m.SQL(models.PaymentSelect)).
 		Where(m.SQL("{p.id} > ?"), q.AfterID).Order(m.SQL("{p.id}")).Limit(q.Limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("read payments: %w", b.Translate(err))
@@ -580,16 +577,22 @@ func (b *Base) PaymentsInWindow(ctx context.Context, q store.PaymentQuery, inRan
 	return rows, nil
 }
 
+// inWindow is the payments of q's (provider, account) whose
+// source_updated_at or settled_at lies in [q.Since, q.Until), as p, given
+// the dialect's condition for "column in [?, ?)" (a %s for the column).
+func (b *Base) inWindow(ctx context.Context, q store.PaymentQuery, inRange string) *gorm.DB {
+	m := b.Schema
+	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, m.SQL(col)) + ")" }
+	return b.db(ctx).Table(m.SQL("{payments} AS p")).
+		Where(m.SQL("{p.provider} = ? AND {p.account} = ?"), q.Provider, q.Account).
+		Where(cond("{p.source_updated_at}")+" OR "+cond("{p.settled_at|NULL}"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC())
+}
+
 // CountInWindow implements store.Reads, given the dialect's range
 // condition, as PaymentsInWindow does.
 func (b *Base) CountInWindow(ctx context.Context, q store.PaymentQuery, inRange string) (int, error) {
-	m := b.Schema
-	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, m.SQL(col)) + ")" }
 	var n int64
-	err := b.db(ctx).Table(m.SQL("{payments} AS p")).
-		Where(m.SQL("{p.provider} = ? AND {p.account} = ?"), q.Provider, q.Account).
-		Where(cond("{p.source_updated_at}")+" OR "+cond("{p.settled_at|NULL}"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC()).
-		Count(&n).Error
+	err := b.inWindow(ctx, q, inRange).Count(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("count payments: %w", b.Translate(err))
 	}
@@ -600,11 +603,9 @@ func (b *Base) CountInWindow(ctx context.Context, q store.PaymentQuery, inRange 
 // condition, as PaymentsInWindow does.
 func (b *Base) PayoutsInWindow(ctx context.Context, q store.PaymentQuery, inRange string) ([]string, error) {
 	m := b.Schema
-	cond := func(col string) string { return "(" + fmt.Sprintf(inRange, m.SQL(col)) + ")" }
 	var ids []string
-	err := b.db(ctx).Table(m.SQL("{payments} AS p")).Distinct(m.SQL("{p.payout_id|NULL}")).
-		Where(m.SQL("{p.provider} = ? AND {p.account} = ? AND {p.payout_id|NULL} IS NOT NULL AND {p.payout_id|NULL} <> ''"), q.Provider, q.Account).
-		Where(cond("{p.source_updated_at}")+" OR "+cond("{p.settled_at|NULL}"), q.Since.UTC(), q.Until.UTC(), q.Since.UTC(), q.Until.UTC()).
+	err := b.inWindow(ctx, q, inRange).Distinct(m.SQL("{p.payout_id|NULL}")).
+		Where(m.SQL("{p.payout_id|NULL} IS NOT NULL AND {p.payout_id|NULL} <> ''")).
 		Pluck(m.SQL("{p.payout_id|NULL}"), &ids).Error
 	if err != nil {
 		return nil, fmt.Errorf("read the window's payouts: %w", b.Translate(err))
