@@ -426,7 +426,22 @@ func BenchmarkRateLimited(b *testing.B) {
 // loopback at once. 100 ms is an assumption, not a measurement of Stripe
 // or GoCardless (this machine has no route to either): a round trip to
 // another region and the provider's own time for a page.
-const latency = 100 * time.Millisecond
+// BENCH_LATENCY (a Go duration, 300ms say) measures another.
+var latency = latencyFromEnv(100 * time.Millisecond)
+
+// latencyFromEnv is BENCH_LATENCY, or def when it is unset; a value that
+// is not a duration stops the benchmarks rather than measure another.
+func latencyFromEnv(def time.Duration) time.Duration {
+	v := os.Getenv("BENCH_LATENCY")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		panic(fmt.Sprintf("BENCH_LATENCY=%q: want a duration such as 300ms", v))
+	}
+	return d
+}
 
 // BenchmarkRateLimitedLatency is BenchmarkRateLimited with every answer
 // latency late. Stripe's events are one list read oldest first, a page at

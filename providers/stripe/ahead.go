@@ -101,7 +101,10 @@ func (p *Provider) latencyBound() bool {
 // startAhead lists [lo, hi) of the account's window newest first into a
 // temp file, in a goroutine, until it holds want events (at a page's end);
 // an error when no file can be had.
-func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64, top bool, want int) (*ahead, error) {
+// gate, when set, bounds the read-aheads listing at once: a read-ahead
+// queued beyond them waits for one to end before its first request, and
+// makes none once one failed.
+func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64, top bool, want int, payouts *btAheads, gate *aheadGate) (*ahead, error) {
 	f, err := tmpfile.Unlinked(p.aheadDir, "reconciler-stripe-ahead-*")
 	if err != nil {
 		return nil, err
@@ -110,6 +113,20 @@ func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64,
 	a := &ahead{lo: lo, hi: hi, top: top, cancel: cancel, done: make(chan struct{}), f: f, pos: map[string]int{}, budget: p.aheadBudget}
 	go func() {
 		defer close(a.done)
+		if gate != nil {
+			select {
+			case gate.slots <- struct{}{}:
+				defer func() { <-gate.slots }()
+			case <-ctx.Done():
+				return // stopped before it listed: all is false, nothing kept
+			}
+			if gate.failed() != nil {
+				a.mu.Lock()
+				a.err = errAheadGaveUp
+				a.mu.Unlock()
+				return
+			}
+		}
 		params := &stripego.EventListParams{
 			ListParams:   listParams(ctx, account, p.page),
 			CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: lo, LesserThan: hi},
@@ -143,10 +160,39 @@ func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64,
 			a.all = true
 		case ctx.Err() == nil:
 			a.err = err
+			if gate != nil {
+				gate.fail(err)
+			}
 		}
 	}()
 	return a, nil
 }
+
+// aheadGate is what a stream's read-aheads share: a slot each while it
+// lists, and the first one's error.
+type aheadGate struct {
+	slots chan struct{}
+	mu    sync.Mutex
+	err   error
+}
+
+func (g *aheadGate) fail(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err == nil {
+		g.err = err
+	}
+}
+
+func (g *aheadGate) failed() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+// errAheadGaveUp is the error of a read-ahead queued when another failed:
+// it made no request.
+var errAheadGaveUp = errors.New("another read-ahead failed")
 
 // reached reports whether the stream's next event ev lies where the
 // read-ahead listed every event (meet), or past the whole stretch (gone).
@@ -307,7 +353,7 @@ func aheadSpan(density float64, events int) int64 {
 // at the density last seen: the stream meets the first, hands on the rest
 // of it, then each next one listed whole, and goes on from the newest
 // event handed on (or ends, past the window's newest).
-func (p *Provider) stream(ctx context.Context, account string, params *stripego.EventListParams, anchor string, since, until int64, add func(*leanEvent) error) error {
+func (p *Provider) stream(ctx context.Context, account string, params *stripego.EventListParams, anchor string, since, until int64, payouts *btAheads, add func(*leanEvent) error) error {
 	var queue []*ahead // the stretches read ahead, in order, each from where the last ends
 	defer func() {
 		for _, a := range queue {
@@ -320,21 +366,47 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	}
 	var density float64 // the window's events a second, as last seen
 	var sec second      // the events handed on in the latest second
+	// The read-aheads listing at once (aheadDepth); as many more may be
+	// queued while the bound on disk holds them, so that the stream,
+	// waiting for a payout's balance transactions or the engine, does not
+	// leave the pacing unused (evBytes, evs: the JSON handed on, to size
+	// a stretch).
+	depth := p.aheadDepth()
+	gate := &aheadGate{slots: make(chan struct{}, depth)}
+	var evBytes, evs int64
 	failed := false     // a read-ahead failed: none is started again
 	hand := func(ev *leanEvent) error {
 		sec.add(ev.ID, ev.Created, false)
+		evBytes, evs = evBytes+int64(len(ev.raw)), evs+1
 		return add(ev)
 	}
 	handAhead := func(ev *leanEvent) error {
 		sec.add(ev.ID, ev.Created, true)
+		evBytes, evs = evBytes+int64(len(ev.raw)), evs+1
 		return add(ev)
+	}
+	// room reports whether another read-ahead may be queued: fewer than
+	// depth are, or the bound holds what each queued may list (2n events
+	// at the mean size handed on).
+	room := func() bool {
+		if len(queue) < depth {
+			return true
+		}
+		if len(queue) >= 2*depth || evs == 0 {
+			return false
+		}
+		return p.aheadBudget.Left() >= int64(len(queue)+1)*int64(2*n)*(evBytes/evs)
 	}
 	pop := func() {
 		a := queue[0]
 		a.close()
 		if a.err != nil && !failed {
+			err := a.err
+			if first := gate.failed(); first != nil {
+				err = first // a read-ahead queued behind the one that failed
+			}
 			p.log.Warn("stripe read-ahead failed; the stream reads the rest of the window itself",
-				"from", a.lo, "until", a.hi, "error", translate(a.err))
+				"from", a.lo, "until", a.hi, "error", translate(err))
 			failed = true // no further read-ahead: each would fail alike
 		}
 		queue = queue[1:]
@@ -342,7 +414,10 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	// topUp starts read-aheads, the first from lo, each from where the
 	// last ends, until aheadDepth list or one reaches the window's end.
 	topUp := func(lo int64) {
-		for !failed && len(queue) < aheadDepth {
+		if !failed {
+			payouts.discover(max(lo, since), until) // once
+		}
+		for !failed && room() {
 			if len(queue) > 0 {
 				last := queue[len(queue)-1]
 				if last.top {
@@ -350,7 +425,7 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 				}
 				lo = last.hi
 			}
-			a, err := p.nextAhead(ctx, account, max(lo, since), until, density, n)
+			a, err := p.nextAhead(ctx, account, max(lo, since), until, density, n, payouts, gate)
 			if err != nil {
 				p.log.Warn("stripe read-ahead has no temp file; the stream reads the window by itself", "error", err)
 				failed = true
@@ -381,12 +456,14 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 			if top || len(queue) == 0 {
 				return newest, top, nil
 			}
+			// The stretches after the next listed while it ends: the
+			// read-aheads in flight stay aheadDepth.
+			topUp(0)
 			next := queue[0]
 			<-next.done
 			if !next.all || next.err != nil || len(next.evs) == 0 {
 				return newest, false, nil // the stream reads on to it
 			}
-			topUp(0)
 			k = len(next.evs) - 1
 		}
 	}
@@ -451,23 +528,46 @@ outer:
 	}
 }
 
-// aheadDepth is how many read-aheads list at once at most: with the stream
-// and a payout's balance transactions, enough requests in flight to keep
-// 20 a second at a few hundred milliseconds an answer.
-const aheadDepth = 3
+// aheadDepth is how many read-aheads list at once at most: with the stream,
+// enough requests in flight to keep the pacing's rate at Stripe's latency
+// (one per pacing interval an answer takes), at least aheadDepthMin and
+// at most aheadDepthMax.
+func (p *Provider) aheadDepth() int {
+	iv, l := p.tr.Interval(), p.tr.Latency()
+	if iv <= 0 {
+		return aheadDepthMin
+	}
+	return min(max(int((l+iv-1)/iv), aheadDepthMin), aheadDepthMax)
+}
+
+// aheadDepthMin and aheadDepthMax bound aheadDepth: three at 100 ms an
+// answer and 20 requests/s (five did worse there: docs/benchmarks.md,
+// session 14), six at 300 ms.
+const (
+	aheadDepthMin = 3
+	aheadDepthMax = 8
+)
 
 // nextAhead starts the read-ahead of the stretch from lo: up to where
 // density puts n events, at most the window's end; nil when the rest of
-// the window is too short to be worth it.
-func (p *Provider) nextAhead(ctx context.Context, account string, lo, until int64, density float64, n int) (*ahead, error) {
-	if lo >= until || density > 0 && float64(until-lo)*density < float64(2*p.page) {
+// the window is too short to be worth it. Once the rest of the window
+// holds fewer than aheadDepth stretches of n events, the stretches share
+// it (two pages each at least): a read-ahead is a list read one page at a
+// time, and the last stretches, listed at once, then end together rather
+// than the last alone, one request in flight, at the run's end.
+func (p *Provider) nextAhead(ctx context.Context, account string, lo, until int64, density float64, n int, payouts *btAheads, gate *aheadGate) (*ahead, error) {
+	rest := float64(until-lo) * density
+	if lo >= until || density > 0 && rest < float64(2*p.page) {
 		return nil, nil
+	}
+	if density > 0 {
+		n = min(n, max(int(rest)/p.aheadDepth(), 2*int(p.page)))
 	}
 	hi, top := lo+aheadSpan(density, n), false
 	if hi >= until {
 		hi, top = until, true
 	}
-	return p.startAhead(ctx, account, lo, hi, top, 2*n)
+	return p.startAhead(ctx, account, lo, hi, top, 2*n, payouts, gate)
 }
 
 // lastOfPage reports whether ev is the last event of the page the

@@ -294,7 +294,9 @@ func TestReadAheadThatFailsIsLetGo(t *testing.T) {
 	require.Zero(t, p.ReadAheadsTaken())
 	mu.Lock()
 	require.Positive(t, refused, "read-aheads were tried")
-	require.LessOrEqual(t, refused, 3, "none started once one failed (three start at once)")
+	// Three start at once, and the window's payout events are listed once
+	// (payoutahead.go), refused alike.
+	require.LessOrEqual(t, refused, 3+1, "none started once one failed (three start at once)")
 	mu.Unlock()
 	logMu.Lock()
 	defer logMu.Unlock()

@@ -267,7 +267,7 @@ func (p *Provider) arrivedPayout(ctx context.Context, account string, po *stripe
 	lean := leanPayout{ID: po.ID, Reconciliation: string(po.ReconciliationStatus), Status: string(po.Status), ArrivalDate: po.ArrivalDate,
 		Manual: !po.Automatic || po.ReconciliationStatus == stripego.PayoutReconciliationStatusNotApplicable}
 	base := reconcile.Change{At: at(po.ArrivalDate), EventType: "reconciler." + typ, Inferred: true}
-	return p.payoutEventEach(ctx, account, base, typ, lean, func(c reconcile.Change) error {
+	return p.payoutEventEach(ctx, account, base, typ, lean, nil, func(c reconcile.Change) error {
 		c.Inferred, c.Payload = true, raw
 		if c.State.Valid() {
 			c.EventID = reconcile.SyntheticEventID(c.ProviderID, c.State, c.At)

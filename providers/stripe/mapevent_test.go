@@ -13,7 +13,7 @@ import (
 func (p *Provider) mapEvent(ctx context.Context, account string, ev *leanEvent) ([]reconcile.Change, error) {
 	if strings.HasPrefix(ev.Type, "payout.") {
 		var out []reconcile.Change
-		err := p.payoutEach(ctx, account, ev, func(c reconcile.Change) error {
+		err := p.payoutEach(ctx, account, ev, nil, func(c reconcile.Change) error {
 			out = append(out, c)
 			return nil
 		})

@@ -42,7 +42,7 @@ func at(unix int64) time.Time { return time.Unix(unix, 0).UTC() }
 // transactions it paid out (one list request per 100 charges), and
 // payout.reconciliation_completed lists them again once Stripe says the
 // list is complete. Every other event is one payment's (mapOne).
-func (p *Provider) payoutEach(ctx context.Context, account string, ev *leanEvent, emit func(reconcile.Change) error) error {
+func (p *Provider) payoutEach(ctx context.Context, account string, ev *leanEvent, ahead *btAheads, emit func(reconcile.Change) error) error {
 	if !ev.o.present {
 		return fmt.Errorf("stripe event %s has no data", ev.ID)
 	}
@@ -54,7 +54,7 @@ func (p *Provider) payoutEach(ctx context.Context, account string, ev *leanEvent
 	}
 	po := ev.o.po
 	base := reconcile.Change{At: at(ev.Created), EventID: ev.ID, EventType: ev.Type}
-	return p.payoutEventEach(ctx, account, base, ev.Type, po, emit)
+	return p.payoutEventEach(ctx, account, base, ev.Type, po, ahead, emit)
 }
 
 // mapOne maps an event of a payment (not a payout's, which can settle many)
@@ -269,17 +269,10 @@ func chargeChange(base reconcile.Change, ch *leanCharge, vdate string) (reconcil
 // payoutChangesEach settles every charge whose balance transaction the
 // payout paid, at the time of base (the payout.paid event), handing emit
 // each change as its page of balance transactions is read.
-func (p *Provider) payoutChangesEach(ctx context.Context, account string, base reconcile.Change, payout string, emit func(reconcile.Change) error) error {
-	params := &stripego.BalanceTransactionListParams{
-		ListParams: listParams(ctx, account, 100),
-		Payout:     stripego.String(payout),
-	}
-	params.AddExpand("data.source")
-	it := p.btIter(params)
-	for it.Next() {
-		bt := it.Current().(*leanBT)
+func (p *Provider) payoutChangesEach(ctx context.Context, account string, base reconcile.Change, payout string, ahead *btAheads, emit func(reconcile.Change) error) error {
+	settle := func(bt *leanBT) error {
 		if bt.Source.Object != "charge" || bt.Source.PaymentIntent == "" {
-			continue // refunds, fees and adjustments settle no payment
+			return nil // refunds, fees and adjustments settle no payment
 		}
 		c := base
 		c.ProviderID = string(bt.Source.PaymentIntent)
@@ -293,7 +286,29 @@ func (p *Provider) payoutChangesEach(ctx context.Context, account string, base r
 			c.Refunded, c.AmountRefunded = bt.Source.Refunded, capturedRefunds(&bt.Source.leanCharge, pinnedDate)
 			c.AmountCaptured = partialCapture(&bt.Source.leanCharge)
 		}
-		if err := emit(c); err != nil {
+		return emit(c)
+	}
+	params := &stripego.BalanceTransactionListParams{
+		ListParams: listParams(ctx, account, 100),
+		Payout:     stripego.String(payout),
+	}
+	params.AddExpand("data.source")
+	if a := ahead.take(base.EventID); a != nil {
+		// Listed ahead (payoutahead.go): its pages, then the rest.
+		last, all, err := a.each(settle)
+		a.close()
+		p.payoutsAhead.Add(1)
+		p.log.Debug("stripe payout's balance transactions read ahead", "payout_id", payout, "event_id", base.EventID, "whole", all, "error", err)
+		if err != nil || all {
+			return err
+		}
+		if last != "" {
+			params.StartingAfter = stripego.String(last)
+		}
+	}
+	it := p.btIter(params)
+	for it.Next() {
+		if err := settle(it.Current().(*leanBT)); err != nil {
 			return err
 		}
 	}

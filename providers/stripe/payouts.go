@@ -27,7 +27,7 @@ import (
 // Each change goes to emit as its balance transaction is read, so that a
 // payout of 70,000 charges is never held whole (the event stream and the
 // object listing both stream it).
-func (p *Provider) payoutEventEach(ctx context.Context, account string, base reconcile.Change, typ string, po leanPayout, emit func(reconcile.Change) error) error {
+func (p *Provider) payoutEventEach(ctx context.Context, account string, base reconcile.Change, typ string, po leanPayout, ahead *btAheads, emit func(reconcile.Change) error) error {
 	if po.Manual {
 		p.log.Debug("manual payout: Stripe lists no balance transactions for it", "payout_id", po.ID, "event_id", base.EventID)
 		return nil
@@ -38,7 +38,7 @@ func (p *Provider) payoutEventEach(ctx context.Context, account string, base rec
 			p.log.Info("payout still being reconciled at Stripe: its list is read now and again at payout.reconciliation_completed", "payout_id", po.ID)
 		}
 		if typ == "payout.paid" {
-			return p.payoutChangesEach(ctx, account, base, po.ID, emit)
+			return p.payoutChangesEach(ctx, account, base, po.ID, ahead, emit)
 		}
 		// The settlement happened when the payout was paid, which this
 		// event does not say: its arrival_date is the nearest time the
@@ -48,13 +48,13 @@ func (p *Provider) payoutEventEach(ctx context.Context, account string, base rec
 		if po.ArrivalDate > 0 && po.ArrivalDate <= base.At.Unix() {
 			t = at(po.ArrivalDate)
 		}
-		return p.payoutChangesEach(ctx, account, base, po.ID, func(c reconcile.Change) error {
+		return p.payoutChangesEach(ctx, account, base, po.ID, ahead, func(c reconcile.Change) error {
 			c.At, c.Inferred = t, true
 			return emit(c)
 		})
 	case "payout.failed", "payout.canceled":
 		status := strings.TrimPrefix(typ, "payout.")
-		return p.payoutChangesEach(ctx, account, base, po.ID, func(c reconcile.Change) error {
+		return p.payoutChangesEach(ctx, account, base, po.ID, ahead, func(c reconcile.Change) error {
 			c.State, c.PayoutID, c.View, c.ViewCurrent = models.StateNone, "", false, false
 			c.RawStatus = "payout_" + status
 			c.Revert = fmt.Sprintf("Payout %s that paid this payment out %s at Stripe after it was paid; settled_at and payout_id still name it.", po.ID, status)

@@ -136,6 +136,9 @@ type Provider struct {
 	aheadDir    string
 	aheadBudget *tmpfile.Budget // the process's (aheadBudget), or its own with ReadAheadMax
 	aheadTaken  atomic.Int64
+	// payoutsAhead counts the payout events whose balance transactions
+	// the mapping read from a listing ahead (payoutahead.go).
+	payoutsAhead atomic.Int64
 }
 
 var (
@@ -196,6 +199,10 @@ func New(cfg Config) (*Provider, error) {
 // ReadAheadsTaken is how many read-aheads the events stream went on from
 // (ahead.go).
 func (p *Provider) ReadAheadsTaken() int64 { return p.aheadTaken.Load() }
+
+// PayoutsListedAhead is how many payout events' balance transactions the
+// mapping read, in part or whole, from a listing ahead (payoutahead.go).
+func (p *Provider) PayoutsListedAhead() int64 { return p.payoutsAhead.Load() }
 
 // Mode is "test" or "live", from the key.
 func (p *Provider) Mode() string { return p.mode }
@@ -325,6 +332,9 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 		Types:        types(),
 	}
 
+	// Payouts' balance transactions listed ahead, while read-aheads list.
+	ahead := p.newBTAheads(ctx, lp.Account)
+	defer ahead.close()
 	var page reconcile.Page
 	flush := func() error {
 		if len(page.Events) == 0 && len(page.Changes) == 0 {
@@ -357,7 +367,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			// (peak RSS 105-106 MiB; issue 16).
 			page.Events = append(page.Events, reconcile.Event{ID: ev.ID, Type: ev.Type, At: at, Payload: ev.raw})
 			n := 0
-			if err := p.payoutEach(ctx, lp.Account, ev, func(c reconcile.Change) error {
+			if err := p.payoutEach(ctx, lp.Account, ev, ahead, func(c reconcile.Change) error {
 				if n == maxChangesPerPage {
 					if err := flush(); err != nil {
 						return err
@@ -392,7 +402,7 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			return err
 		}
 	}
-	if err := p.stream(ctx, lp.Account, params, anchor, since, until, add); err != nil {
+	if err := p.stream(ctx, lp.Account, params, anchor, since, until, ahead, add); err != nil {
 		return err
 	}
 	if err := flush(); err != nil {

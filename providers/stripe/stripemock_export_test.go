@@ -55,7 +55,7 @@ func (s *StuckPayoutSearch) PaidPayoutsFrom(ctx context.Context, day int64) ([]s
 // ReadAhead lists [since, until) of account as a read-ahead does (ahead.go),
 // to its end, and returns the ids it listed, newest first, and its error.
 func (p *Provider) ReadAhead(ctx context.Context, account string, since, until time.Time, events int) ([]string, error) {
-	a, err := p.startAhead(ctx, account, since.Unix(), until.Unix(), true, events)
+	a, err := p.startAhead(ctx, account, since.Unix(), until.Unix(), true, events, nil, nil)
 	if err != nil {
 		return nil, err
 	}
