@@ -374,7 +374,7 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	depth := p.aheadDepth()
 	gate := &aheadGate{slots: make(chan struct{}, depth)}
 	var evBytes, evs int64
-	failed := false     // a read-ahead failed: none is started again
+	failed := false // a read-ahead failed: none is started again
 	hand := func(ev *leanEvent) error {
 		sec.add(ev.ID, ev.Created, false)
 		evBytes, evs = evBytes+int64(len(ev.raw)), evs+1
