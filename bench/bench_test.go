@@ -72,7 +72,9 @@ func newWorldAt(b *testing.B, events int, latency time.Duration) world {
 	b.Helper()
 	db := pgtest.New(b)
 	now := time.Now().UTC()
-	fake := stripefake.New(stripefake.Options{Seed: 1})
+	// BENCH_STRIPE_SIZED=1: the payloads at Stripe's size
+	// (stripefake.Options.FullObjects), as BenchmarkMonth's *_stripe_sized.
+	fake := stripefake.New(stripefake.Options{Seed: 1, FullObjects: os.Getenv("BENCH_STRIPE_SIZED") == "1"})
 	fake.SetLatency(latency)
 	url := fake.Start()
 	b.Cleanup(fake.Close)

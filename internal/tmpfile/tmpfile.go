@@ -10,14 +10,20 @@ import (
 )
 
 // Budget is what a set of scratch files may still write.
-type Budget struct{ left atomic.Int64 }
+type Budget struct {
+	left atomic.Int64
+	max  int64
+}
 
 // NewBudget returns a budget of n bytes.
 func NewBudget(n int64) *Budget {
-	b := &Budget{}
+	b := &Budget{max: n}
 	b.left.Store(n)
 	return b
 }
+
+// Max is the budget's bytes, taken or not.
+func (b *Budget) Max() int64 { return b.max }
 
 // Take reserves n bytes, reporting false (and reserving none) when fewer
 // are left.

@@ -7,7 +7,7 @@ import (
 
 func TestBudget(t *testing.T) {
 	b := NewBudget(10)
-	if !b.Take(6) || b.Take(5) || b.Left() != 4 {
+	if !b.Take(6) || b.Take(5) || b.Left() != 4 || b.Max() != 10 {
 		t.Fatalf("take 6 then 5 of 10: left %d", b.Left())
 	}
 	b.Give(6)

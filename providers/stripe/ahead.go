@@ -373,6 +373,12 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	// a stretch).
 	depth := p.aheadDepth()
 	gate := &aheadGate{slots: make(chan struct{}, depth)}
+	// The payouts' balance transactions are listed ahead too
+	// (payoutahead.go) once the answers take longer than aheadDepthMin
+	// pacing intervals: below, the stream reading them where their events
+	// fall cost less than what their pages take of the bound on disk
+	// (session 18).
+	listPayouts := depth > aheadDepthMin || p.aheadAlways
 	var evBytes, evs int64
 	failed := false // a read-ahead failed: none is started again
 	hand := func(ev *leanEvent) error {
@@ -385,9 +391,25 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 		evBytes, evs = evBytes+int64(len(ev.raw)), evs+1
 		return add(ev)
 	}
+	// stretch is the events a read-ahead is planned to hold: n, or fewer
+	// so that depth of them fit the bound on disk beside the payouts'
+	// share (btShare), at the mean size handed on (one that lists more
+	// than planned is cut short at the bound). Stripe's events are 1.6-3.3 kB: at n, three stretches
+	// would outgrow the bound and be cut short, their rest read by the
+	// stream one page at a time (session 18).
+	stretch := func() int {
+		if evs == 0 {
+			return n
+		}
+		room := p.aheadBudget.Max()
+		if listPayouts {
+			room -= room / btShare
+		}
+		fit := room / (int64(depth) * max(evBytes/evs, 1))
+		return min(n, max(int(fit), int(p.page)))
+	}
 	// room reports whether another read-ahead may be queued: fewer than
-	// depth are, or the bound holds what each queued may list (2n events
-	// at the mean size handed on).
+	// depth are, or the bound holds what each queued may list.
 	room := func() bool {
 		if len(queue) < depth {
 			return true
@@ -395,7 +417,7 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 		if len(queue) >= 2*depth || evs == 0 {
 			return false
 		}
-		return p.aheadBudget.Left() >= int64(len(queue)+1)*int64(2*n)*(evBytes/evs)
+		return p.aheadBudget.Left() >= int64(len(queue)+1)*int64(2*stretch())*(evBytes/evs)
 	}
 	pop := func() {
 		a := queue[0]
@@ -414,7 +436,7 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	// topUp starts read-aheads, the first from lo, each from where the
 	// last ends, until aheadDepth list or one reaches the window's end.
 	topUp := func(lo int64) {
-		if !failed {
+		if !failed && listPayouts {
 			payouts.discover(max(lo, since), until) // once
 		}
 		for !failed && room() {
@@ -425,7 +447,7 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 				}
 				lo = last.hi
 			}
-			a, err := p.nextAhead(ctx, account, max(lo, since), until, density, n, payouts, gate)
+			a, err := p.nextAhead(ctx, account, max(lo, since), until, density, stretch(), max(depth-len(queue), 1), payouts, gate)
 			if err != nil {
 				p.log.Warn("stripe read-ahead has no temp file; the stream reads the window by itself", "error", err)
 				failed = true
@@ -551,17 +573,18 @@ const (
 // nextAhead starts the read-ahead of the stretch from lo: up to where
 // density puts n events, at most the window's end; nil when the rest of
 // the window is too short to be worth it. Once the rest of the window
-// holds fewer than aheadDepth stretches of n events, the stretches share
-// it (two pages each at least): a read-ahead is a list read one page at a
-// time, and the last stretches, listed at once, then end together rather
-// than the last alone, one request in flight, at the run's end.
-func (p *Provider) nextAhead(ctx context.Context, account string, lo, until int64, density float64, n int, payouts *btAheads, gate *aheadGate) (*ahead, error) {
+// holds fewer than the free read-aheads' stretches of n events (free: the
+// read-aheads that may still start), they share it (two pages each at
+// least): a read-ahead is a list read one page at a time, and the last
+// stretches, listed at once, then end together rather than the last
+// alone, one request in flight, at the run's end.
+func (p *Provider) nextAhead(ctx context.Context, account string, lo, until int64, density float64, n, free int, payouts *btAheads, gate *aheadGate) (*ahead, error) {
 	rest := float64(until-lo) * density
 	if lo >= until || density > 0 && rest < float64(2*p.page) {
 		return nil, nil
 	}
-	if density > 0 {
-		n = min(n, max(int(rest)/p.aheadDepth(), 2*int(p.page)))
+	if density > 0 && rest < float64(n*free) {
+		n = max(int(rest)/free+1, 2*int(p.page))
 	}
 	hi, top := lo+aheadSpan(density, n), false
 	if hi >= until {

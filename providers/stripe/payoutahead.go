@@ -45,6 +45,7 @@ type btAheads struct {
 	ctx     context.Context
 	account string
 	slots   chan struct{} // a slot per listing, held until the mapping took it
+	share   *tmpfile.Budget // what the listings may keep of the bound (btShare)
 
 	mu         sync.Mutex
 	byID       map[string]*btAhead // by the payout event's id
@@ -59,7 +60,8 @@ type btAhead struct {
 	done   chan struct{} // closed when the listing ended, or never started
 
 	f      *os.File
-	budget *tmpfile.Budget
+	budget *tmpfile.Budget // the process's bound
+	share  *tmpfile.Budget // the stream's payouts' part of it
 	slots  chan struct{}
 	ctx    context.Context // the listing's; cancel ends it
 
@@ -79,8 +81,14 @@ type btAhead struct {
 // mapping lists (payoutEventEach).
 var btAheadTypes = []string{"payout.paid", "payout.reconciliation_completed", "payout.failed", "payout.canceled"}
 
+// btShare: the payouts listed ahead of a stream keep at most a btShare-th
+// of the read-aheads' bound (Stripe's balance transactions with their
+// charges are about 2.5 kB each, a page 250 kB): the rest is the events'.
+const btShare = 4
+
 func (p *Provider) newBTAheads(ctx context.Context, account string) *btAheads {
-	return &btAheads{p: p, ctx: ctx, account: account, slots: make(chan struct{}, aheadDepthMin), byID: map[string]*btAhead{}}
+	return &btAheads{p: p, ctx: ctx, account: account, slots: make(chan struct{}, aheadDepthMin),
+		share: tmpfile.NewBudget(p.aheadBudget.Max() / btShare), byID: map[string]*btAhead{}}
 }
 
 // discover lists, once, the payout events of [lo, until) and their
@@ -163,7 +171,7 @@ func (s *btAheads) add(ev *leanEvent) *btAhead {
 		return nil // the mapping lists it itself, as without a listing ahead
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	a := &btAhead{payout: ev.o.po.ID, cancel: cancel, done: make(chan struct{}), f: f, budget: s.p.aheadBudget, slots: s.slots}
+	a := &btAhead{payout: ev.o.po.ID, cancel: cancel, done: make(chan struct{}), f: f, budget: s.p.aheadBudget, share: s.share, slots: s.slots}
 	a.changed = sync.NewCond(&a.mu)
 	a.ctx = ctx
 	s.byID[ev.ID] = a
@@ -186,12 +194,18 @@ func (s *btAheads) list(a *btAhead) {
 	full := false // the bound is reached: the page just read is not kept
 	it := s.p.btIterKeep(params, func(body []byte) {
 		n := int64(len(body))
-		if full || !a.budget.Take(n) {
+		if full || !a.share.Take(n) {
+			full = true
+			return
+		}
+		if !a.budget.Take(n) {
+			a.share.Give(n)
 			full = true
 			return
 		}
 		if _, err := a.f.WriteAt(body, off); err != nil {
 			a.budget.Give(n)
+			a.share.Give(n)
 			full = true
 			return
 		}
@@ -212,7 +226,7 @@ func (s *btAheads) list(a *btAhead) {
 			a.last = bt.ID
 			a.mu.Unlock()
 			a.changed.Broadcast()
-			if it.Meta().HasMore && a.budget.Left() < size {
+			if it.Meta().HasMore && min(a.budget.Left(), a.share.Left()) < size {
 				return // the next page would not fit: the mapping lists from here
 			}
 		}
@@ -314,6 +328,7 @@ func (a *btAhead) close() {
 	}
 	a.mu.Lock()
 	a.budget.Give(a.bytes)
+	a.share.Give(a.bytes)
 	a.bytes = 0
 	if a.slot {
 		a.slot = false

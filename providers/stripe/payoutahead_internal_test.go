@@ -13,7 +13,8 @@ import (
 )
 
 // A payout's balance transactions listed ahead and stopped by the bound
-// after its first page (or its first two) are read from there, and the
+// (its payouts' share) after its first page (or its first two) are read
+// from there, and the
 // mapping lists the rest from the last one kept: the same changes, in the
 // same order, as its own listing, one request more at most (the page past
 // the bound read and not kept), and the bound given back.
@@ -76,8 +77,9 @@ func TestPayoutListedAheadInPart(t *testing.T) {
 		ahead.close()
 
 		for kept := 1; kept <= 2; kept++ {
-			// A bound that holds kept pages but not the next.
-			bound := pages[kept-1][0] + pages[kept-1][1] + pages[kept][1]/2
+			// A bound whose payouts' share holds kept pages but not the
+			// next.
+			bound := (pages[kept-1][0] + pages[kept-1][1] + pages[kept][1]/2) * btShare
 			p := provider(bound)
 			ahead := p.newBTAheads(ctx, "")
 			ahead.start(ahead.add(ev))
