@@ -44,7 +44,7 @@ type btAheads struct {
 	p       *Provider
 	ctx     context.Context
 	account string
-	slots   chan struct{} // a slot per listing, held until the mapping took it
+	slots   chan struct{}   // a slot per listing, held until the mapping took it
 	share   *tmpfile.Budget // what the listings may keep of the bound (btShare)
 
 	mu         sync.Mutex
