@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	stripego "github.com/stripe/stripe-go/v76"
@@ -42,7 +43,9 @@ import (
 // payout twice, as they did.
 type btAheads struct {
 	p       *Provider
-	ctx     context.Context
+	ctx     context.Context // ended by close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // discover's goroutine
 	account string
 	slots   chan struct{}   // a slot per listing, held until the mapping took it
 	share   *tmpfile.Budget // what the listings may keep of the bound (btShare)
@@ -87,7 +90,8 @@ var btAheadTypes = []string{"payout.paid", "payout.reconciliation_completed", "p
 const btShare = 4
 
 func (p *Provider) newBTAheads(ctx context.Context, account string) *btAheads {
-	return &btAheads{p: p, ctx: ctx, account: account, slots: make(chan struct{}, aheadDepthMin),
+	ctx, cancel := context.WithCancel(ctx)
+	return &btAheads{p: p, ctx: ctx, cancel: cancel, account: account, slots: make(chan struct{}, aheadDepthMin),
 		share: tmpfile.NewBudget(p.aheadBudget.Max() / btShare), byID: map[string]*btAhead{}}
 }
 
@@ -103,8 +107,10 @@ func (s *btAheads) discover(lo, until int64) {
 		return
 	}
 	s.discovered = true
+	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
+		defer s.wg.Done()
 		typ := make([]*string, len(btAheadTypes))
 		for i := range btAheadTypes {
 			typ[i] = &btAheadTypes[i]
@@ -158,7 +164,7 @@ func (s *btAheads) start(a *btAhead) bool {
 // add registers the listing of ev's payout, when ev is a payout event
 // whose mapping lists its balance transactions; nil when not.
 func (s *btAheads) add(ev *leanEvent) *btAhead {
-	if !ev.o.present || ev.o.want(objPayout) != nil || ev.o.po.Manual || ev.o.po.ID == "" {
+	if !slices.Contains(btAheadTypes, ev.Type) || !ev.o.present || ev.o.want(objPayout) != nil || ev.o.po.Manual || ev.o.po.ID == "" {
 		return nil // the mapping reports it, or lists nothing
 	}
 	s.mu.Lock()
@@ -338,8 +344,9 @@ func (a *btAhead) close() {
 	_ = a.f.Close()
 }
 
-// close stops every listing still held (their events were not handed on:
-// the stream ended, or failed) and lets their files go.
+// close ends the discovery and every listing still held (their events
+// were not handed on: the stream ended, or failed), waits for them and
+// lets their files go.
 func (s *btAheads) close() {
 	if s == nil {
 		return
@@ -349,8 +356,10 @@ func (s *btAheads) close() {
 	held := s.byID
 	s.byID = nil
 	s.mu.Unlock()
+	s.cancel()
 	for _, a := range held {
 		a.takeBack()
 		a.close()
 	}
+	s.wg.Wait()
 }

@@ -67,3 +67,31 @@ func (p *Provider) ReadAhead(ctx context.Context, account string, since, until t
 	}
 	return ids, a.err
 }
+
+// PayoutsAhead lists the payout events of [since, until) of account and
+// their balance transactions ahead, as a stream latency-bound does
+// (payoutahead.go), waits for the listings and returns how many were
+// started.
+func (p *Provider) PayoutsAhead(ctx context.Context, account string, since, until time.Time) int {
+	s := p.newBTAheads(ctx, account)
+	defer s.close()
+	s.discover(since.Unix(), until.Unix())
+	s.wg.Wait()
+	s.mu.Lock()
+	held := make([]*btAhead, 0, len(s.byID))
+	for _, a := range s.byID {
+		held = append(held, a)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, a := range held {
+		a.mu.Lock()
+		started := a.started
+		a.mu.Unlock()
+		if started {
+			<-a.done
+			n++
+		}
+	}
+	return n
+}

@@ -520,6 +520,30 @@ func TestStripeMockReadAhead(t *testing.T) {
 	m.requireAllAccepted(t, p)
 }
 
+// TestStripeMockPayoutsAhead: the window's payout events listed at once
+// and a payout's balance transactions listed ahead (payoutahead.go) are
+// requests stripe-mock accepts: its fixture event, whatever the types
+// asked, is not a payout event, so what is listed ahead is at most its
+// fixture payout's list.
+func TestStripeMockPayoutsAhead(t *testing.T) {
+	t.Parallel()
+	stripeMockBinary(t)
+	m := startStripeMock(t)
+	p := newStripeMockProvider(t, m)
+	now := time.Now().UTC()
+	n := p.PayoutsAhead(context.Background(), "", now.Add(-24*time.Hour), now)
+	t.Logf("payout listings started: %d", n)
+	asked := 0
+	for _, x := range m.exchanges() {
+		if x.Path == "/v1/events" && x.Query.Get("types[0]") == "payout.paid" && x.Query.Get("types[4]") == "" &&
+			x.Query.Get("created[gte]") != "" && x.Query.Get("created[lt]") != "" {
+			asked++
+		}
+	}
+	require.Equal(t, 1, asked, "the window's payout events asked for once, by their four types")
+	m.requireAllAccepted(t, p)
+}
+
 func TestStripeMockDryRun(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, db *pgtest.DB) {
