@@ -67,14 +67,18 @@ type world struct {
 func newWorld(b *testing.B, events int) world { return newWorldAt(b, events, 0) }
 
 // newWorldAt is newWorld with the fake answering every request latency
-// after it came.
+// after it came; BENCH_STRIPE_SIZED=1 gives it Stripe-sized payloads.
 func newWorldAt(b *testing.B, events int, latency time.Duration) world {
+	return newWorldSized(b, events, latency, os.Getenv("BENCH_STRIPE_SIZED") == "1")
+}
+
+// newWorldSized is newWorldAt with the payloads at Stripe's size when full
+// (stripefake.Options.FullObjects), as BenchmarkMonth's *_stripe_sized.
+func newWorldSized(b *testing.B, events int, latency time.Duration, full bool) world {
 	b.Helper()
 	db := pgtest.New(b)
 	now := time.Now().UTC()
-	// BENCH_STRIPE_SIZED=1: the payloads at Stripe's size
-	// (stripefake.Options.FullObjects), as BenchmarkMonth's *_stripe_sized.
-	fake := stripefake.New(stripefake.Options{Seed: 1, FullObjects: os.Getenv("BENCH_STRIPE_SIZED") == "1"})
+	fake := stripefake.New(stripefake.Options{Seed: 1, FullObjects: full})
 	fake.SetLatency(latency)
 	url := fake.Start()
 	b.Cleanup(fake.Close)
@@ -443,6 +447,23 @@ func latencyFromEnv(def time.Duration) time.Duration {
 		panic(fmt.Sprintf("BENCH_LATENCY=%q: want a duration such as 300ms", v))
 	}
 	return d
+}
+
+// BenchmarkRateLimitedSlowStripeSized is BenchmarkRateLimitedLatency with
+// the payloads at Stripe's size (stripefake.Options.FullObjects: events of
+// 1.6 and 3.3 kB) and every answer 300 ms late: a list page of Stripe's
+// across a network is more likely that than 100 ms (an assumption too),
+// and larger events fill the read-aheads' bound on disk sooner.
+func BenchmarkRateLimitedSlowStripeSized(b *testing.B) {
+	const rps = 20
+	b.StopTimer()
+	var r result
+	for range b.N {
+		r = runWorld(b, newWorldSized(b, 20_000, 300*time.Millisecond, true), rps)
+	}
+	report1(b, r)
+	b.ReportMetric(r.wall.Seconds(), "wall_s")
+	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
 }
 
 // BenchmarkRateLimitedLatency is BenchmarkRateLimited with every answer

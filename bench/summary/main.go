@@ -89,6 +89,7 @@ var targets = []target{
 	{"under 20 requests/s, share of what the request count allows", "BenchmarkRateLimited", "fraction_of_allowed", 0.95, true},
 	{"GoCardless at its default 10 requests/s, share of what the request count allows", "BenchmarkRateLimitedGoCardless", "fraction_of_allowed", 0.95, true},
 	{"under 20 requests/s, each answer 100 ms late, share of what the request count allows", "BenchmarkRateLimitedLatency", "fraction_of_allowed", 0.95, true},
+	{"under 20 requests/s, Stripe-sized payloads, each answer 300 ms late, share of what the request count allows", "BenchmarkRateLimitedSlowStripeSized", "fraction_of_allowed", 0.95, true},
 	{"GoCardless at 10 requests/s, each answer 100 ms late, share of what the request count allows", "BenchmarkRateLimitedGoCardlessLatency", "fraction_of_allowed", 0.95, true},
 	{"verify --all under 20 requests/s, each answer 100 ms late, share of what the request count allows", "BenchmarkVerifyAllLatency", "fraction_of_allowed", 0.95, true},
 	{"verify --all, GoCardless at 10 requests/s, each answer 100 ms late, share of what the request count allows", "BenchmarkVerifyAllLatencyGoCardless", "fraction_of_allowed", 0.95, true},
