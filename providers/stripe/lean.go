@@ -743,23 +743,12 @@ func (p *Provider) eventIter(params *stripego.EventListParams, reuse bool) *stri
 
 // btIter lists a payout's balance transactions with their sources.
 func (p *Provider) btIter(params *stripego.BalanceTransactionListParams) *stripego.Iter {
-	return p.btIterKeep(params, nil)
-}
-
-// btIterKeep is btIter handing keep, when set, each page's body before it
-// is decoded (its listing ahead keeps them: payoutahead.go).
-func (p *Provider) btIterKeep(params *stripego.BalanceTransactionListParams, keep func(body []byte)) *stripego.Iter {
 	return stripego.GetIter(params, func(sp *stripego.Params, b *form.Values) ([]interface{}, stripego.ListContainer, error) {
 		list := &leanBTList{}
 		// Nothing of a page of balance transactions outlives its parse (they
 		// are copied out), so its body's buffer is reused too.
 		r := getBTReader()
-		err := p.rawPage("/v1/balance_transactions", p.api.BalanceTransactions.Key, sp, b, &r.body, func(b []byte) error {
-			if keep != nil {
-				keep(b)
-			}
-			return list.parse(&r.parser, b)
-		})
+		err := p.rawPage("/v1/balance_transactions", p.api.BalanceTransactions.Key, sp, b, &r.body, func(b []byte) error { return list.parse(&r.parser, b) })
 		if err == nil {
 			putBTReader(r) // an error's LastResponse keeps the body
 		}

@@ -2,8 +2,6 @@ package stripe
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"slices"
 	"sync"
 
@@ -62,17 +60,15 @@ type btAhead struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the listing ended, or never started
 
-	f      *os.File
-	budget *tmpfile.Budget // the process's bound
-	share  *tmpfile.Budget // the stream's payouts' part of it
-	slots  chan struct{}
-	ctx    context.Context // the listing's; cancel ends it
+	share *tmpfile.Budget // the stream's bound on what its listings keep
+	slots chan struct{}
+	ctx   context.Context // the listing's; cancel ends it
 
 	mu      sync.Mutex
-	changed *sync.Cond // a page kept, or the listing ended
-	pages   [][2]int64 // each page's body: offset, length
-	last    string     // the id of the newest-listed transaction kept
-	bytes   int64      // taken from budget
+	changed *sync.Cond  // a page kept, or the listing ended
+	pages   [][]*leanBT // as listed, decoded
+	last    string      // the id of the newest-listed transaction kept
+	bytes   int64       // taken from share
 	slot    bool       // holds a slot
 	started bool       // the listing is the mapping's to wait for
 	taken   bool       // the mapping took it back before it started
@@ -84,15 +80,22 @@ type btAhead struct {
 // mapping lists (payoutEventEach).
 var btAheadTypes = []string{"payout.paid", "payout.reconciliation_completed", "payout.failed", "payout.canceled"}
 
-// btShare: the payouts listed ahead of a stream keep at most a btShare-th
-// of the read-aheads' bound (Stripe's balance transactions with their
-// charges are about 2.5 kB each, a page 250 kB): the rest is the events'.
-const btShare = 4
+// btKeep bounds the memory a stream's payouts listed ahead keep: about
+// 7,000 balance transactions in their decoded form (btSize each), against
+// a page's body of Stripe's 100 transactions with their charges of about
+// 250 kB, which the events' bound on disk could not spare.
+const btKeep = 2 << 20
+
+// btSize is what a decoded balance transaction is counted as keeping: the
+// struct and its strings.
+func btSize(bt *leanBT) int64 {
+	return 160 + int64(len(bt.ID)+len(bt.Type)+len(bt.Status)+len(bt.Source.Object)+len(bt.Source.ID)+len(bt.Source.Currency)+len(bt.Source.PaymentIntent))
+}
 
 func (p *Provider) newBTAheads(ctx context.Context, account string) *btAheads {
 	ctx, cancel := context.WithCancel(ctx)
 	return &btAheads{p: p, ctx: ctx, cancel: cancel, account: account, slots: make(chan struct{}, aheadDepthMin),
-		share: tmpfile.NewBudget(p.aheadBudget.Max() / btShare), byID: map[string]*btAhead{}}
+		share: tmpfile.NewBudget(p.btKeep), byID: map[string]*btAhead{}}
 }
 
 // discover lists, once, the payout events of [lo, until) and their
@@ -172,12 +175,8 @@ func (s *btAheads) add(ev *leanEvent) *btAhead {
 	if s.closed || s.byID[ev.ID] != nil {
 		return nil
 	}
-	f, err := tmpfile.Unlinked(s.p.aheadDir, "reconciler-stripe-payout-*")
-	if err != nil {
-		return nil // the mapping lists it itself, as without a listing ahead
-	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	a := &btAhead{payout: ev.o.po.ID, cancel: cancel, done: make(chan struct{}), f: f, budget: s.p.aheadBudget, share: s.share, slots: s.slots}
+	a := &btAhead{payout: ev.o.po.ID, cancel: cancel, done: make(chan struct{}), share: s.share, slots: s.slots}
 	a.changed = sync.NewCond(&a.mu)
 	a.ctx = ctx
 	s.byID[ev.ID] = a
@@ -185,7 +184,7 @@ func (s *btAheads) add(ev *leanEvent) *btAhead {
 }
 
 // list is a's goroutine, started holding a slot: the payout's pages, each
-// body kept while the bound allows.
+// kept, decoded, while the bound allows.
 func (s *btAheads) list(a *btAhead) {
 	defer func() {
 		a.mu.Lock()
@@ -196,48 +195,31 @@ func (s *btAheads) list(a *btAhead) {
 	}()
 	params := &stripego.BalanceTransactionListParams{ListParams: listParams(a.ctx, s.account, 100), Payout: stripego.String(a.payout)}
 	params.AddExpand("data.source")
-	var off, size int64
-	full := false // the bound is reached: the page just read is not kept
-	it := s.p.btIterKeep(params, func(body []byte) {
-		n := int64(len(body))
-		if full || !a.share.Take(n) {
-			full = true
-			return
+	var page []*leanBT
+	var size int64 // the page's
+	it := s.p.btIter(params)
+	for it.Next() {
+		bt := it.Current().(*leanBT)
+		page = append(page, bt)
+		size += btSize(bt)
+		if !lastBT(it, bt) {
+			continue
 		}
-		if !a.budget.Take(n) {
-			a.share.Give(n)
-			full = true
-			return
-		}
-		if _, err := a.f.WriteAt(body, off); err != nil {
-			a.budget.Give(n)
-			a.share.Give(n)
-			full = true
-			return
+		if !a.share.Take(size) {
+			return // not kept: the mapping lists it, from the last page kept
 		}
 		a.mu.Lock()
-		a.pages = append(a.pages, [2]int64{off, n})
-		a.bytes += n
+		a.pages = append(a.pages, page)
+		a.last = bt.ID
+		a.bytes += size
 		a.mu.Unlock()
-		off += n
-		size = n
-	})
-	for it.Next() {
-		if full {
-			return // the page just read was not kept: the mapping lists it
+		a.changed.Broadcast()
+		if it.Meta().HasMore && a.share.Left() < size {
+			return // the next page would not fit: the mapping lists from here
 		}
-		bt := it.Current().(*leanBT)
-		if lastBT(it, bt) {
-			a.mu.Lock()
-			a.last = bt.ID
-			a.mu.Unlock()
-			a.changed.Broadcast()
-			if it.Meta().HasMore && min(a.budget.Left(), a.share.Left()) < size {
-				return // the next page would not fit: the mapping lists from here
-			}
-		}
+		page, size = nil, 0
 	}
-	if !full && it.Err() == nil {
+	if it.Err() == nil {
 		a.mu.Lock()
 		a.all = true
 		a.mu.Unlock()
@@ -290,8 +272,6 @@ func (a *btAhead) takeBack() bool {
 // last one (where the caller's own listing goes on) and whether that was
 // the whole list.
 func (a *btAhead) each(fn func(*leanBT) error) (last string, all bool, err error) {
-	r := getBTReader()
-	defer putBTReader(r)
 	for i := 0; ; i++ {
 		a.mu.Lock()
 		for i >= len(a.pages) && !a.ended {
@@ -303,18 +283,9 @@ func (a *btAhead) each(fn func(*leanBT) error) (last string, all bool, err error
 			return last, all, nil
 		}
 		pg := a.pages[i]
+		a.pages[i] = nil // handed on: the collector may have it
 		a.mu.Unlock()
-		r.body.Reset()
-		r.body.Grow(int(pg[1]))
-		buf := r.body.Bytes()[:pg[1]]
-		if _, err := a.f.ReadAt(buf, pg[0]); err != nil {
-			return "", false, fmt.Errorf("stripe payout %s listed ahead: read back a page: %w", a.payout, err)
-		}
-		var list leanBTList
-		if err := list.parse(&r.parser, buf); err != nil {
-			return "", false, fmt.Errorf("stripe payout %s listed ahead: decode a page: %w", a.payout, err)
-		}
-		for _, bt := range list.Data {
+		for _, bt := range pg {
 			if err := fn(bt); err != nil {
 				return "", false, err
 			}
@@ -322,8 +293,8 @@ func (a *btAhead) each(fn func(*leanBT) error) (last string, all bool, err error
 	}
 }
 
-// close stops a's listing (started, or taken back), waits for it, gives
-// its slot and bound back and lets its file go.
+// close stops a's listing (started, or taken back), waits for it, and
+// gives its slot and what it kept back.
 func (a *btAhead) close() {
 	a.cancel()
 	a.mu.Lock()
@@ -333,20 +304,17 @@ func (a *btAhead) close() {
 		<-a.done
 	}
 	a.mu.Lock()
-	a.budget.Give(a.bytes)
 	a.share.Give(a.bytes)
-	a.bytes = 0
+	a.bytes, a.pages = 0, nil
 	if a.slot {
 		a.slot = false
 		<-a.slots
 	}
 	a.mu.Unlock()
-	_ = a.f.Close()
 }
 
 // close ends the discovery and every listing still held (their events
-// were not handed on: the stream ended, or failed), waits for them and
-// lets their files go.
+// were not handed on: the stream ended, or failed), and waits for them.
 func (s *btAheads) close() {
 	if s == nil {
 		return

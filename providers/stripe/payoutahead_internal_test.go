@@ -13,8 +13,8 @@ import (
 )
 
 // A payout's balance transactions listed ahead and stopped by the bound
-// (its payouts' share) after its first page (or its first two) are read
-// from there, and the
+// on what they keep after its first page (or its first two) are read from
+// there, and the
 // mapping lists the rest from the last one kept: the same changes, in the
 // same order, as its own listing, one request more at most (the page past
 // the bound read and not kept), and the bound given back.
@@ -27,7 +27,7 @@ func TestPayoutListedAheadInPart(t *testing.T) {
 	fake.Account("").Generate(stripefake.GenOptions{Payments: 2000, Start: now.Add(-4 * 24 * time.Hour), End: now.Add(-time.Hour), Seed: 3})
 	ctx := context.Background()
 	provider := func(bound int64) *Provider {
-		p, err := New(Config{APIKey: "sk_test_x", BaseURL: u, ReadAheadDir: t.TempDir(), ReadAheadMax: bound})
+		p, err := New(Config{APIKey: "sk_test_x", BaseURL: u, ReadAheadPayoutsMax: bound})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,10 +66,17 @@ func TestPayoutListedAheadInPart(t *testing.T) {
 		ahead.start(a)
 		<-a.done
 		a.mu.Lock()
-		pages := append([][2]int64(nil), a.pages...)
+		var sizes []int64 // what each page keeps
+		for _, pg := range a.pages {
+			n := int64(0)
+			for _, bt := range pg {
+				n += btSize(bt)
+			}
+			sizes = append(sizes, n)
+		}
 		a.mu.Unlock()
-		if len(pages) < 3 {
-			t.Fatalf("payout event %s: %d pages listed ahead", ev.ID, len(pages))
+		if len(sizes) < 3 {
+			t.Fatalf("payout event %s: %d pages listed ahead", ev.ID, len(sizes))
 		}
 		if got := changes(whole, ev, ahead); !sameChanges(want, got) || whole.Requests() != alone.Requests() {
 			t.Fatalf("payout event %s listed ahead whole: %d changes (%d requests) against %d (%d)", ev.ID, len(got), whole.Requests(), len(want), alone.Requests())
@@ -77,9 +84,12 @@ func TestPayoutListedAheadInPart(t *testing.T) {
 		ahead.close()
 
 		for kept := 1; kept <= 2; kept++ {
-			// A bound whose payouts' share holds kept pages but not the
-			// next.
-			bound := (pages[kept-1][0] + pages[kept-1][1] + pages[kept][1]/2) * btShare
+			// A bound that holds kept pages but not the next.
+			var bound int64
+			for _, n := range sizes[:kept] {
+				bound += n
+			}
+			bound += sizes[kept] / 2
 			p := provider(bound)
 			ahead := p.newBTAheads(ctx, "")
 			ahead.start(ahead.add(ev))
@@ -98,7 +108,7 @@ func TestPayoutListedAheadInPart(t *testing.T) {
 				t.Fatalf("payout event %s: the mapping read %d listings ahead", ev.ID, p.PayoutsListedAhead())
 			}
 			ahead.close()
-			if left := p.aheadBudget.Left(); left != bound {
+			if left := ahead.share.Left(); left != bound {
 				t.Fatalf("payout event %s: %d of the bound's %d bytes given back", ev.ID, left, bound)
 			}
 		}

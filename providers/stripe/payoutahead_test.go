@@ -61,23 +61,22 @@ func TestPayoutsListedAhead(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		url  string
-		most int64 // ReadAheadMax
+		most int64 // ReadAheadPayoutsMax
 		// extra: requests beyond the stream's and read-aheads' own (the
 		// refused ones, which the stream alone never made)
 		extra bool
 	}{
-		{"whole", u, 64 << 20, false},
-		// A page of 100 balance transactions with their charges is about
-		// 80 kB in the fake: a bound of 200 kB, shared with the events
-		// read ahead, keeps one or two pages of a payout.
-		{"cut short by the bound", u, 200 << 10, false},
+		{"whole", u, 0, false},
+		// A page of 100 balance transactions keeps about 25 kB decoded
+		// (btSize): a bound of 40 kB keeps a page of a payout.
+		{"cut short by the bound", u, 40 << 10, false},
 		{"refused, then listed by the mapping", refusing, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			var logs bytes.Buffer
 			var logMu sync.Mutex
-			p := aheadProvider(t, c.url, stripe.Config{ReadAhead: true, ReadAheadEvents: 300, ReadAheadDir: dir, ReadAheadMax: c.most,
+			p := aheadProvider(t, c.url, stripe.Config{ReadAhead: true, ReadAheadEvents: 300, ReadAheadDir: dir, ReadAheadPayoutsMax: c.most,
 				Logger: slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			got := listAll(t, p, lp)
 			requireSameListing(t, want, got)
@@ -89,7 +88,7 @@ func TestPayoutsListedAhead(t *testing.T) {
 			t.Logf("%d payout events, %d listed ahead (%d in part); %d read-aheads; %d requests, %d alone",
 				payouts, p.PayoutsListedAhead(), part, p.ReadAheadsTaken(), p.Requests(), base.Requests())
 			require.EqualValues(t, p.PayoutsListedAhead(), whole, "each logged")
-			if c.most == 64<<20 && !c.extra {
+			if c.most == 0 && !c.extra {
 				require.Zero(t, part, "every listing whole")
 			} else {
 				require.Positive(t, part, "listings the mapping finished itself")

@@ -112,6 +112,9 @@ type Config struct {
 	ReadAheadEvents int
 	ReadAheadDir    string
 	ReadAheadMax    int64
+	// ReadAheadPayoutsMax, set by tests, bounds what the payouts listed
+	// ahead of a stream keep in memory (payoutahead.go; 0: 2 MiB).
+	ReadAheadPayoutsMax int64
 }
 
 // Provider reads one Stripe platform (and its connected accounts).
@@ -137,8 +140,10 @@ type Provider struct {
 	aheadBudget *tmpfile.Budget // the process's (aheadBudget), or its own with ReadAheadMax
 	aheadTaken  atomic.Int64
 	// payoutsAhead counts the payout events whose balance transactions
-	// the mapping read from a listing ahead (payoutahead.go).
+	// the mapping read from a listing ahead (payoutahead.go); btKeep
+	// bounds what a stream's listings keep.
 	payoutsAhead atomic.Int64
+	btKeep       int64
 }
 
 var (
@@ -188,12 +193,15 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.ReadAheadMax > 0 {
 		budget = tmpfile.NewBudget(cfg.ReadAheadMax) // a bound of its own (tests)
 	}
+	if cfg.ReadAheadPayoutsMax <= 0 {
+		cfg.ReadAheadPayoutsMax = btKeep
+	}
 	mode := "live"
 	if strings.Contains(cfg.APIKey, "_test_") {
 		mode = "test"
 	}
 	return &Provider{mode: mode, api: api, be: backend.(*stripego.BackendImplementation), tr: tr, shared: shared, page: cfg.PageSize, log: cfg.Logger,
-		aheadAlways: cfg.ReadAhead, aheadN: cfg.ReadAheadEvents, aheadDir: cfg.ReadAheadDir, aheadBudget: budget}, nil
+		aheadAlways: cfg.ReadAhead, aheadN: cfg.ReadAheadEvents, aheadDir: cfg.ReadAheadDir, aheadBudget: budget, btKeep: cfg.ReadAheadPayoutsMax}, nil
 }
 
 // ReadAheadsTaken is how many read-aheads the events stream went on from
