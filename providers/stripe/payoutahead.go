@@ -69,9 +69,9 @@ type btAhead struct {
 	pages   [][]*leanBT // as listed, decoded
 	last    string      // the id of the newest-listed transaction kept
 	bytes   int64       // taken from share
-	slot    bool       // holds a slot
-	started bool       // the listing is the mapping's to wait for
-	taken   bool       // the mapping took it back before it started
+	slot    bool        // holds a slot
+	started bool        // the listing is the mapping's to wait for
+	taken   bool        // the mapping took it back before it started
 	ended   bool
 	all     bool // every page was kept
 }
