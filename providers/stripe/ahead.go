@@ -373,12 +373,6 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	// a stretch).
 	depth := p.aheadDepth()
 	gate := &aheadGate{slots: make(chan struct{}, depth)}
-	// The payouts' balance transactions are listed ahead too
-	// (payoutahead.go) once the answers take longer than aheadDepthMin
-	// pacing intervals: below, the stream reading them where their events
-	// fall cost less than what their pages take of the bound on disk
-	// (session 18).
-	listPayouts := depth > aheadDepthMin || p.aheadAlways
 	var evBytes, evs int64
 	failed := false // a read-ahead failed: none is started again
 	hand := func(ev *leanEvent) error {
@@ -435,7 +429,9 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	// topUp starts read-aheads, the first from lo, each from where the
 	// last ends, until aheadDepth list or one reaches the window's end.
 	topUp := func(lo int64) {
-		if !failed && listPayouts {
+		if !failed {
+			// The payouts' balance transactions are listed ahead too
+			// (payoutahead.go).
 			payouts.discover(max(lo, since), until) // once
 		}
 		for !failed && room() {

@@ -26,9 +26,10 @@ import (
 // (discover: one request, the four types, newest first, about two a day),
 // and their balance transactions are listed ahead, oldest payout first,
 // aheadDepthMin at a time, each holding its place until the mapping took
-// it (so at most that many are kept: the bound on disk stays the events'),
-// their pages' bodies in an unlinked temp file within the read-aheads'
-// bound. When the stream hands the event on, the mapping reads the pages
+// it, kept decoded in memory (btKeep a stream: a page of Stripe's, 100
+// transactions with their charges, is about 250 kB as sent and 25 kB
+// decoded, and the read-aheads' bound on disk is the events'). When the
+// stream hands the event on, the mapping reads the pages
 // listed (btAheads.take, btAhead.each), waiting for those still coming,
 // and lists the rest itself from the last one's id (starting_after) if the
 // listing stopped short (the bound) or failed (the error comes again, from
@@ -46,7 +47,7 @@ type btAheads struct {
 	wg      sync.WaitGroup // discover's goroutine
 	account string
 	slots   chan struct{}   // a slot per listing, held until the mapping took it
-	share   *tmpfile.Budget // what the listings may keep of the bound (btShare)
+	share   *tmpfile.Budget // what the listings may keep (btKeep)
 
 	mu         sync.Mutex
 	byID       map[string]*btAhead // by the payout event's id
