@@ -185,6 +185,9 @@ func (g *aheadGate) fail(err error) {
 }
 
 func (g *aheadGate) failed() error {
+	if g == nil {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.err
@@ -366,13 +369,13 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	}
 	var density float64 // the window's events a second, as last seen
 	var sec second      // the events handed on in the latest second
-	// The read-aheads listing at once (aheadDepth); as many more may be
-	// queued while the bound on disk holds them, so that the stream,
-	// waiting for a payout's balance transactions or the engine, does not
-	// leave the pacing unused (evBytes, evs: the JSON handed on, to size
-	// a stretch).
-	depth := p.aheadDepth()
-	gate := &aheadGate{slots: make(chan struct{}, depth)}
+	// The read-aheads listing at once (aheadDepth, at the latency when the
+	// first starts); as many more may be queued while the bound on disk
+	// holds them, so that the stream, waiting for a payout's balance
+	// transactions or the engine, does not leave the pacing unused
+	// (evBytes, evs: the JSON handed on, to size a stretch).
+	var depth int
+	var gate *aheadGate
 	var evBytes, evs int64
 	failed := false // a read-ahead failed: none is started again
 	hand := func(ev *leanEvent) error {
@@ -385,12 +388,13 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 		evBytes, evs = evBytes+int64(len(ev.raw)), evs+1
 		return add(ev)
 	}
-	// stretch is the events a read-ahead is planned to hold: n, or fewer
-	// so that depth of them fit the bound on disk, at the mean size handed
-	// on (one that lists more
-	// than planned is cut short at the bound). Stripe's events are 1.6-3.3 kB: at n, three stretches
-	// would outgrow the bound and be cut short, their rest read by the
-	// stream one page at a time (session 18).
+	// stretch is the events a read-ahead is planned to hold: n, or fewer,
+	// no more pages than answers come in aheadTime, and few enough that
+	// depth of them fit the bound on disk at the mean size handed on (one
+	// that lists more than planned is cut short at the bound). Stripe's
+	// events are 1.6-3.3 kB: at n, three stretches would outgrow the
+	// bound, their rest read by the stream one page at a time (session
+	// 18).
 	stretch := func() int {
 		m := n
 		if l := p.tr.Latency(); l > 0 {
@@ -429,6 +433,10 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	// topUp starts read-aheads, the first from lo, each from where the
 	// last ends, until aheadDepth list or one reaches the window's end.
 	topUp := func(lo int64) {
+		if gate == nil {
+			depth = p.aheadDepth()
+			gate = &aheadGate{slots: make(chan struct{}, depth)}
+		}
 		if !failed {
 			// The payouts' balance transactions are listed ahead too
 			// (payoutahead.go).
