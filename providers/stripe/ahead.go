@@ -377,7 +377,8 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 	var depth int
 	var gate *aheadGate
 	var evBytes, evs int64
-	failed := false // a read-ahead failed: none is started again
+	mean := func() int64 { return max(evBytes/evs, 1) } // evs > 0
+	failed := false                                     // a read-ahead failed: none is started again
 	hand := func(ev *leanEvent) error {
 		sec.add(ev.ID, ev.Created, false)
 		evBytes, evs = evBytes+int64(len(ev.raw)), evs+1
@@ -401,7 +402,7 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 			m = min(m, int(aheadTime/l)*int(p.page))
 		}
 		if evs > 0 {
-			m = min(m, int(p.aheadBudget.Max()/(int64(depth)*max(evBytes/evs, 1))))
+			m = min(m, int(p.aheadBudget.Max()/(int64(depth)*mean())))
 		}
 		return max(m, int(p.page))
 	}
@@ -414,7 +415,7 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 		if len(queue) >= 2*depth || evs == 0 {
 			return false
 		}
-		return p.aheadBudget.Left() >= int64(len(queue)+1)*int64(2*stretch())*(evBytes/evs)
+		return p.aheadBudget.Left() >= int64(len(queue)+1)*int64(2*stretch())*mean()
 	}
 	pop := func() {
 		a := queue[0]
@@ -607,7 +608,12 @@ func (p *Provider) nextAhead(ctx context.Context, account string, lo, until int6
 // iterator read it in (a read-ahead lists newest first: the oldest).
 func lastOfPage(it *stripego.Iter, ev *leanEvent) bool {
 	l, ok := it.List().(*leanEventList)
-	return ok && len(l.events) > 0 && l.events[len(l.events)-1] == ev
+	return ok && isLast(l.events, ev)
+}
+
+// isLast reports whether x is the last of items.
+func isLast[T comparable](items []T, x T) bool {
+	return len(items) > 0 && items[len(items)-1] == x
 }
 
 // restOfPage is what the stream's page holds after ev, oldest first.

@@ -177,9 +177,8 @@ func (s *btAheads) add(ev *leanEvent) *btAhead {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	a := &btAhead{payout: ev.o.po.ID, cancel: cancel, done: make(chan struct{}), share: s.share, slots: s.slots}
+	a := &btAhead{payout: ev.o.po.ID, ctx: ctx, cancel: cancel, done: make(chan struct{}), share: s.share, slots: s.slots}
 	a.changed = sync.NewCond(&a.mu)
-	a.ctx = ctx
 	s.byID[ev.ID] = a
 	return a
 }
@@ -233,7 +232,7 @@ func (s *btAheads) list(a *btAhead) {
 // in.
 func lastBT(it *stripego.Iter, bt *leanBT) bool {
 	l, ok := it.List().(*leanBTList)
-	return ok && len(l.Data) > 0 && l.Data[len(l.Data)-1] == bt
+	return ok && isLast(l.Data, bt)
 }
 
 // take returns the listing of the payout event eventID, if one was
