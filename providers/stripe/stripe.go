@@ -316,21 +316,27 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 	if lp.Until.Nanosecond() != 0 {
 		until++ // [since, until) in whole seconds covers the sub-second end
 	}
-	sched, err := p.payoutSchedule(ctx, lp.Account)
-	if err != nil {
-		return err
-	}
 	anchor := lp.After // resuming: the last event a crashed run committed
 	var first *leanEvent
+	var err error
 	if anchor == "" {
 		if anchor, err = p.anchor(ctx, lp.Account, since); err != nil {
 			return err
 		}
-		if anchor == "" {
-			first, err = p.oldestIn(ctx, lp.Account, since, until)
-			if err != nil || first == nil {
-				return err
-			}
+	}
+	// The account's payout schedule, read only once the window's events
+	// were handed on, is asked for beside them: a run's first requests
+	// wait for one answer less (session 19: 0.3 s of every run where
+	// Stripe answers in 300 ms). It is asked for once the anchor answered,
+	// so that a provider that fails the run's first request is asked
+	// nothing else, as before.
+	schedOf, stopSched := p.scheduleBeside(ctx, lp.Account)
+	defer stopSched()
+	if anchor == "" {
+		if first, err = p.oldestIn(ctx, lp.Account, since, until); err != nil {
+			return err
+		}
+		if first != nil {
 			anchor = first.ID
 		}
 	}
@@ -410,10 +416,18 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 			return err
 		}
 	}
-	if err := p.stream(ctx, lp.Account, params, anchor, since, until, ahead, add); err != nil {
-		return err
+	// No anchor: the window holds no event (a charge may still become
+	// available in it, below).
+	if anchor != "" {
+		if err := p.stream(ctx, lp.Account, params, anchor, since, until, ahead, add); err != nil {
+			return err
+		}
 	}
 	if err := flush(); err != nil {
+		return err
+	}
+	sched, err := schedOf()
+	if err != nil {
 		return err
 	}
 	if !sched.manual {
@@ -424,6 +438,30 @@ func (p *Provider) ListChanges(ctx context.Context, lp reconcile.ListParams, fn 
 	return p.settleAvailable(ctx, lp.Account, lp.Since, lp.Until, sched.delayDays, func(cs []reconcile.Change) error {
 		return fn(reconcile.Page{Changes: cs})
 	})
+}
+
+// scheduleBeside asks for the account's payout schedule (payoutSchedule)
+// in a goroutine: wait returns the answer; stop, once wait is no longer
+// needed, ends the request and waits for it, so that none outlives the
+// caller.
+func (p *Provider) scheduleBeside(ctx context.Context, account string) (wait func() (schedule, error), stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var s schedule
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s, err = p.payoutSchedule(ctx, account)
+	}()
+	wait = func() (schedule, error) {
+		<-done
+		return s, err
+	}
+	stop = func() {
+		cancel()
+		<-done
+	}
+	return wait, stop
 }
 
 // anchor returns the id of the newest event before since, of any type, or
