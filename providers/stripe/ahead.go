@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,7 +41,9 @@ import (
 // warning). A second's events are handed on once each, whatever order each
 // list gives them (second).
 type ahead struct {
-	lo, hi int64 // the stretch listed: created[gte], created[lt]
+	// The stretch listed: created[gte], created[lt]. lo is raised under mu
+	// when the stretch is split (split), hi never changes.
+	lo, hi int64
 	// top: hi is the window's end, so the newest event listed is the
 	// window's newest.
 	top    bool
@@ -144,6 +147,14 @@ func (p *Provider) startAhead(ctx context.Context, account string, lo, hi int64,
 				return
 			}
 			a.mu.Lock()
+			if ev.Created < a.lo {
+				// Split (split): the stretch below lo is another's. Every
+				// event of [lo, hi) was listed.
+				a.all = true
+				a.mu.Unlock()
+				a.budget.Give(n)
+				return
+			}
 			a.bytes += n
 			a.pos[ev.ID] = len(a.evs)
 			a.evs = append(a.evs, aheadEvent{id: ev.ID, created: ev.Created, off: a.off, n: len(ev.raw)})
@@ -214,6 +225,38 @@ func (a *ahead) reached(ev *leanEvent) (meet, gone bool) {
 		return ev.Created > a.evs[len(a.evs)-1].created, false
 	}
 	return false, false
+}
+
+// splitAt is what splitting the stretch would hand another read-ahead: the
+// events its unlisted rest [lo, oldest listed) holds at the density listed
+// so far, and the second that halves that rest; 0 when it cannot be split
+// (listed whole, failed, not listing yet, or a rest of a second or less).
+func (a *ahead) splitAt() (rest float64, mid int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.all || a.err != nil || len(a.evs) < 2 {
+		return 0, 0
+	}
+	newest, oldest := a.evs[0].created, a.evs[len(a.evs)-1].created
+	if oldest-a.lo < 2 {
+		return 0, 0
+	}
+	density := float64(len(a.evs)) / float64(newest-oldest+1)
+	return float64(oldest-a.lo) * density, a.lo + (oldest-a.lo)/2
+}
+
+// raise ends the stretch's listing at mid, above its lo: the listing stops
+// at the first event older than mid, every event of [mid, hi) listed.
+// It returns the old lo, and false when the listing already passed mid or
+// ended.
+func (a *ahead) raise(mid int64) (lo int64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.all || a.err != nil || len(a.evs) == 0 || a.evs[len(a.evs)-1].created < mid || mid <= a.lo {
+		return 0, false
+	}
+	lo, a.lo = a.lo, mid
+	return lo, true
 }
 
 // stop ends the listing and waits for it.
@@ -462,6 +505,72 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 			queue = append(queue, a)
 		}
 	}
+	// split lists the older half of the unlisted rest of the stretch that
+	// has most left, in a read-ahead of its own put before it in the queue,
+	// when a slot is free and the window's end is queued (no stretch is
+	// left to start). A stretch is a list read a page an answer: without
+	// it the last stretches, planned at a density the window's end need
+	// not have, ended one after another, the last alone, at one request in
+	// flight (session 19: at 300 ms an answer, the last stretch listed its
+	// last 1.4 s alone).
+	split := func() {
+		if failed || gate == nil || len(queue) == 0 || !queue[len(queue)-1].top || len(gate.slots) >= cap(gate.slots) {
+			return
+		}
+		best, most, at := -1, float64(2*p.page), int64(0)
+		for i, a := range queue {
+			if rest, mid := a.splitAt(); rest >= most {
+				best, most, at = i, rest, mid
+			}
+		}
+		if best < 0 {
+			return
+		}
+		lo, ok := queue[best].raise(at)
+		if !ok {
+			return
+		}
+		b, err := p.startAhead(ctx, account, lo, at, false, 2*stretch(), payouts, gate)
+		if err != nil {
+			// The stretch now lists [at, hi); the stream lists [lo, at) itself.
+			p.log.Warn("stripe read-ahead has no temp file; the stream reads the window by itself", "error", err)
+			failed = true
+			return
+		}
+		queue = slices.Insert(queue, best, b)
+		p.aheadSplit.Add(1)
+		p.log.Debug("stripe read-ahead split", "from", lo, "at", at, "until", queue[best+1].hi, "events_left", int(most))
+	}
+	// waitNext waits for queue[0]'s listing to end, splitting stretches
+	// while it waits (split): queue[0] may be one of them.
+	waitNext := func() *ahead {
+		var tick *time.Ticker
+		defer func() {
+			if tick != nil {
+				tick.Stop()
+			}
+		}()
+		for {
+			next := queue[0]
+			select {
+			case <-next.done:
+				return next
+			default:
+			}
+			split()
+			if queue[0] != next {
+				continue
+			}
+			if tick == nil {
+				tick = time.NewTicker(max(p.tr.Latency()/2, splitEvery))
+			}
+			select {
+			case <-next.done:
+				return next
+			case <-tick.C:
+			}
+		}
+	}
 	// deliver hands on queue[0]'s events from index k, then those of each
 	// next stretch listed whole, and returns the newest handed on, and
 	// whether it was the window's newest.
@@ -485,8 +594,7 @@ func (p *Provider) stream(ctx context.Context, account string, params *stripego.
 			// The stretches after the next listed while it ends: the
 			// read-aheads in flight stay aheadDepth.
 			topUp(0)
-			next := queue[0]
-			<-next.done
+			next := waitNext()
 			if !next.all || next.err != nil || len(next.evs) == 0 {
 				return newest, false, nil // the stream reads on to it
 			}
@@ -572,6 +680,10 @@ func (p *Provider) aheadDepth() int {
 // listed whole, waits for a short list (session 18: at 300 ms an answer,
 // stretches of 2,000 events took the month 1.6 s longer than of 1,000).
 const aheadTime = 3 * time.Second
+
+// splitEvery is how often at most a stream waiting for a stretch looks for
+// one to split (split), half an answer's time at least.
+const splitEvery = 10 * time.Millisecond
 
 // aheadDepthMin and aheadDepthMax bound aheadDepth: three at 100 ms an
 // answer and 20 requests/s (five did worse there: docs/benchmarks.md,

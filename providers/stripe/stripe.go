@@ -133,12 +133,14 @@ type Provider struct {
 	schedules map[string]schedule // by account, read once (payoutSchedule)
 
 	// The read-ahead (ahead.go): Config's ReadAhead fields; aheadTaken
-	// counts the read-aheads the stream went on from.
+	// counts the read-aheads the stream went on from, aheadSplit the
+	// stretches split while it waited.
 	aheadAlways bool
 	aheadN      int
 	aheadDir    string
 	aheadBudget *tmpfile.Budget // the process's (aheadBudget), or its own with ReadAheadMax
 	aheadTaken  atomic.Int64
+	aheadSplit  atomic.Int64
 	// payoutsAhead counts the payout events whose balance transactions
 	// the mapping read from a listing ahead (payoutahead.go); btKeep
 	// bounds what a stream's listings keep.
@@ -207,6 +209,10 @@ func New(cfg Config) (*Provider, error) {
 // ReadAheadsTaken is how many read-aheads the events stream went on from
 // (ahead.go).
 func (p *Provider) ReadAheadsTaken() int64 { return p.aheadTaken.Load() }
+
+// ReadAheadsSplit is how many stretches the events stream split while it
+// waited for the next (ahead.go, split).
+func (p *Provider) ReadAheadsSplit() int64 { return p.aheadSplit.Load() }
 
 // PayoutsListedAhead is how many payout events' balance transactions the
 // mapping read, in part or whole, from a listing ahead (payoutahead.go).
