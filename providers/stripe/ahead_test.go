@@ -110,14 +110,8 @@ func TestReadAheadDeliversWhatTheStreamDoes(t *testing.T) {
 			require.Empty(t, left, "a read-ahead's file is unlinked when made")
 
 			// Resumed from a cursor in the middle: the rest of the window.
-			mid := want.cursors[len(want.cursors)/2]
-			i := 0
-			for want.events[i].ID != mid {
-				i++
-			}
-			r := listAll(t, aheadProvider(t, u, stripe.Config{PageSize: c.page, ReadAhead: true, ReadAheadEvents: c.n, ReadAheadDir: dir}),
-				reconcile.ListParams{Since: lp.Since, Until: lp.Until, After: mid})
-			require.Equal(t, ids(want.events[i+1:]), ids(r.events), "resumed after %s", mid)
+			requireResumes(t, aheadProvider(t, u, stripe.Config{PageSize: c.page, ReadAhead: true, ReadAheadEvents: c.n, ReadAheadDir: dir}),
+				lp, want, want.cursors[len(want.cursors)/2])
 		})
 	}
 }
@@ -434,14 +428,20 @@ func TestReadAheadSplitDeliversTheSame(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, left)
 
-			mid := want.cursors[len(want.cursors)/3]
-			i := 0
-			for want.events[i].ID != mid {
-				i++
-			}
-			r := listAll(t, aheadProvider(t, u, stripe.Config{PageSize: c.page, ReadAhead: true, ReadAheadEvents: c.n, ReadAheadDir: dir}),
-				reconcile.ListParams{Since: lp.Since, Until: lp.Until, After: mid})
-			require.Equal(t, ids(want.events[i+1:]), ids(r.events), "resumed after %s", mid)
+			requireResumes(t, aheadProvider(t, u, stripe.Config{PageSize: c.page, ReadAhead: true, ReadAheadEvents: c.n, ReadAheadDir: dir}),
+				lp, want, want.cursors[len(want.cursors)/3])
 		})
 	}
+}
+
+// requireResumes: a run resumed after cursor (one of want's) hands on the
+// rest of want's events, in order.
+func requireResumes(t *testing.T, p *stripe.Provider, lp reconcile.ListParams, want listing, cursor string) {
+	t.Helper()
+	i := 0
+	for want.events[i].ID != cursor {
+		i++
+	}
+	r := listAll(t, p, reconcile.ListParams{Since: lp.Since, Until: lp.Until, After: cursor})
+	require.Equal(t, ids(want.events[i+1:]), ids(r.events), "resumed after %s", cursor)
 }
