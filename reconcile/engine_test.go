@@ -38,6 +38,8 @@ type env struct {
 	// readAhead, when set, is the events each of the provider's
 	// read-aheads aims at, reading ahead whatever the latency.
 	readAhead int
+	// made is every provider provider() made, to read their counters.
+	made []*stripe.Provider
 }
 
 func newEnv(t *testing.T) *env { return newEnvOn(t, "postgres") }
@@ -76,6 +78,7 @@ func (e *env) provider() *stripe.Provider {
 		Sleep:     func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
 		ReadAhead: e.readAhead > 0, ReadAheadEvents: e.readAhead})
 	require.NoError(e.t, err)
+	e.made = append(e.made, p)
 	return p
 }
 

@@ -48,15 +48,24 @@ func listAll(t *testing.T, p *stripe.Provider, lp reconcile.ListParams) listing 
 // inside seconds.
 func aheadAccount(t *testing.T, payments int, span time.Duration, anchor bool) (u string, lp reconcile.ListParams) {
 	t.Helper()
-	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 11})
-	u = fake.Start()
+	_, a, u := aheadFake(t, 11, anchor)
+	a.Generate(stripefake.GenOptions{Payments: payments, Start: now.Add(-span), End: now.Add(-time.Minute), Seed: 9})
+	return u, reconcile.ListParams{Since: now.Add(-span - time.Hour), Until: now}
+}
+
+// aheadFake starts a fake Stripe and returns it, its platform account and
+// its URL; anchored, the account has a payment 40 hours before now (an
+// event before the windows the tests list).
+func aheadFake(t *testing.T, seed int64, anchor bool) (*stripefake.Server, *stripefake.Account, string) {
+	t.Helper()
+	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: seed})
+	u := fake.Start()
 	t.Cleanup(fake.Close)
 	a := fake.Account("")
 	if anchor {
 		a.CreatePayment(100, "gbp", false, now.Add(-40*time.Hour))
 	}
-	a.Generate(stripefake.GenOptions{Payments: payments, Start: now.Add(-span), End: now.Add(-time.Minute), Seed: 9})
-	return u, reconcile.ListParams{Since: now.Add(-span - time.Hour), Until: now}
+	return fake, a, u
 }
 
 func aheadProvider(t *testing.T, u string, cfg stripe.Config) *stripe.Provider {
@@ -124,11 +133,7 @@ func TestReadAheadDeliversWhatTheStreamDoes(t *testing.T) {
 // the same.
 func TestReadAheadCutShort(t *testing.T) {
 	t.Parallel()
-	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 12})
-	u := fake.Start()
-	t.Cleanup(fake.Close)
-	a := fake.Account("")
-	a.CreatePayment(100, "gbp", false, now.Add(-40*time.Hour))
+	_, a, u := aheadFake(t, 12, true)
 	a.Generate(stripefake.GenOptions{Payments: 150, Start: now.Add(-30 * time.Hour), End: now.Add(-3 * time.Hour), Seed: 5})
 	a.Generate(stripefake.GenOptions{Payments: 1500, Start: now.Add(-3 * time.Hour), End: now.Add(-2*time.Hour - 50*time.Minute), Seed: 6})
 	a.Generate(stripefake.GenOptions{Payments: 100, Start: now.Add(-2*time.Hour - 50*time.Minute), End: now.Add(-time.Minute), Seed: 7})
@@ -406,11 +411,7 @@ func TestReadAheadSplitDeliversTheSame(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 13})
-			u := fake.Start()
-			t.Cleanup(fake.Close)
-			a := fake.Account("")
-			a.CreatePayment(100, "gbp", false, now.Add(-40*time.Hour))
+			fake, a, u := aheadFake(t, 13, true)
 			a.Generate(stripefake.GenOptions{Payments: 1500, Start: now.Add(-6 * time.Hour), End: now.Add(-time.Minute), Seed: 8})
 			lp := reconcile.ListParams{Since: now.Add(-7 * time.Hour), Until: now}
 			base := aheadProvider(t, u, stripe.Config{PageSize: c.page})
