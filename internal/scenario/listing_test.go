@@ -51,7 +51,27 @@ func listingNotes(t *testing.T, run models.Run) map[string]any {
 // and reads the last 30 from the log; verify --all, whose oracle is
 // Stripe's own objects (every payment Stripe lists as created in the
 // window, rows missing locally included), then finds nothing.
+//
+// It runs twice, the second time as when Stripe answers late (ReadAhead):
+// the older days' intents are then listed in stretches at once and the
+// window's payouts read beside them, several at once; the rows must be the
+// same.
 func TestNinetyDaysStripe(t *testing.T) {
+	var rows [2][]models.Payment
+	for i, late := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one list at a time", true: "lists at once, as when Stripe answers late"}[late], func(t *testing.T) {
+			rows[i] = ninetyDaysStripe(t, late)
+		})
+	}
+	require.Equal(t, len(rows[0]), len(rows[1]))
+	for i := range rows[0] {
+		a, b := rows[0][i], rows[1][i]
+		a.ID, b.ID, a.CreatedAt, b.CreatedAt, a.UpdatedAt, b.UpdatedAt = 0, 0, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		require.Equal(t, a, b, "payment %s", a.ProviderID)
+	}
+}
+
+func ninetyDaysStripe(t *testing.T, late bool) []models.Payment {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	now := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
@@ -67,7 +87,7 @@ func TestNinetyDaysStripe(t *testing.T) {
 	require.NoError(t, err)
 
 	run := func() reconcile.Result {
-		p, err := stripe.New(stripe.Config{APIKey: "sk_test_ninety", BaseURL: url})
+		p, err := stripe.New(stripe.Config{APIKey: "sk_test_ninety", BaseURL: url, ReadAhead: late})
 		require.NoError(t, err)
 		res, err := reconcile.Run(ctx, reconcile.Options{DB: db.DB, Provider: p, Since: since, Until: now, Now: clock, StuckLimit: -1, BatchSize: 250})
 		require.NoError(t, err)
@@ -101,6 +121,9 @@ func TestNinetyDaysStripe(t *testing.T) {
 	again := run()
 	require.Zero(t, again.Run.Repaired, "a second run over the same 90 days repairs nothing")
 	require.Zero(t, again.Run.SyntheticEvents)
+	var out []models.Payment
+	require.NoError(t, db.Where("provider = 'stripe'").Order("provider_id").Find(&out).Error)
+	return out
 }
 
 // calledAhead lists the payments a run called ahead of a log that never

@@ -98,6 +98,17 @@ func (p *Provider) ListObjects(ctx context.Context, lp reconcile.ListParams, fn 
 	}
 	f := &fetcher{p: p, v: p.Verifier(), account: lp.Account, sched: sched, candidates: map[int64][]string{}, until: lp.Until}
 	w := spanOf(lp)
+	if !sched.manual && p.latencyBound() {
+		// The intents' stretches and the payouts' lists at once: a payment's
+		// changes resolve along the state machine, never by the order they
+		// come in (docs/model.md), so the payouts need not wait for the
+		// intents.
+		parts := append(p.intentParts(f, w), p.payoutParts(f, w)...)
+		if err := fanin.Run(ctx, parts, runPart, handPage(fn)); err != nil {
+			return err
+		}
+		return p.listOlder(ctx, f, w, fn)
+	}
 	if err := p.listIntents(ctx, f, w, fn); err != nil {
 		return err
 	}
@@ -122,33 +133,79 @@ func (p *Provider) ListObjects(ctx context.Context, lp reconcile.ListParams, fn 
 // listIntents lists the PaymentIntents created in the window and hands fn
 // the changes of each page, before the next page is requested. When Stripe
 // answers slower than the pacing allows (latencyBound), the window is
-// listed as intentStretches stretches of its time at once instead (a list
+// listed as stretches of its time at once instead (intentStretches, or
+// aheadDepth when the latency asks for more in flight; a list
 // read through its cursor makes one request an answer's time): each
 // stretch's next page is then requested while its pages wait to be mapped
 // and handed on here, one at a time, in the order they arrive. A payment is
 // in one stretch and its changes in one page, so the listing's changes are
 // the same, in another order of pages.
+//
+// Each stretch's pages are mapped by its own goroutine (a disputed charge's
+// newest dispute, a charge's refunds past its embedded page: a request
+// each), so that one stretch's requests do not hold up the others' while
+// they wait to be handed on. The fetcher is safe for that: capped at the
+// window's end (f.until), its mapping reads no state of its own.
 func (p *Provider) listIntents(ctx context.Context, f *fetcher, w span, fn func(reconcile.Page) error) error {
-	hand := func(ctx context.Context, pis []*stripego.PaymentIntent) error {
-		var out []reconcile.Change
-		for _, pi := range pis {
-			cs, err := f.changes(ctx, pi)
-			if err != nil {
+	if !p.latencyBound() {
+		return p.intentPages(ctx, f.account, w, w, func(pis []*stripego.PaymentIntent) error {
+			cs, err := f.changesOf(ctx, pis)
+			if err != nil || len(cs) == 0 {
 				return err
 			}
-			out = append(out, cs...)
-		}
-		if len(out) == 0 {
+			return fn(reconcile.Page{Changes: cs})
+		})
+	}
+	return fanin.Run(ctx, p.intentParts(f, w), runPart, handPage(fn))
+}
+
+// listPart is one of the lists the object listing reads at once (fanin):
+// it sends the changes of each page it reads.
+type listPart func(ctx context.Context, send func([]reconcile.Change) error) error
+
+func runPart(ctx context.Context, part listPart, send func([]reconcile.Change) error) error {
+	return part(ctx, send)
+}
+
+// handPage hands a part's changes to fn as a page, when there are some.
+func handPage(fn func(reconcile.Page) error) func(context.Context, []reconcile.Change) error {
+	return func(_ context.Context, cs []reconcile.Change) error {
+		if len(cs) == 0 {
 			return nil
 		}
-		return fn(reconcile.Page{Changes: out})
+		return fn(reconcile.Page{Changes: cs})
 	}
-	if !p.latencyBound() {
-		return p.intentPages(ctx, f.account, w, w, func(pis []*stripego.PaymentIntent) error { return hand(ctx, pis) })
+}
+
+// intentParts are the stretches of the window listIntents lists at once,
+// each mapping its own pages.
+func (p *Provider) intentParts(f *fetcher, w span) []listPart {
+	var parts []listPart
+	for _, part := range w.split(max(intentStretches, p.aheadDepth())) {
+		parts = append(parts, func(ctx context.Context, send func([]reconcile.Change) error) error {
+			return p.intentPages(ctx, f.account, w, part, func(pis []*stripego.PaymentIntent) error {
+				cs, err := f.changesOf(ctx, pis)
+				if err != nil {
+					return err
+				}
+				return send(cs)
+			})
+		})
 	}
-	return fanin.Run(ctx, w.split(intentStretches), func(ctx context.Context, part span, send func([]*stripego.PaymentIntent) error) error {
-		return p.intentPages(ctx, f.account, w, part, send)
-	}, hand)
+	return parts
+}
+
+// changesOf maps a page of PaymentIntents (changes).
+func (f *fetcher) changesOf(ctx context.Context, pis []*stripego.PaymentIntent) ([]reconcile.Change, error) {
+	var out []reconcile.Change
+	for _, pi := range pis {
+		cs, err := f.changes(ctx, pi)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
 }
 
 // intentStretches is how many stretches of its window the object listing
@@ -200,23 +257,89 @@ func (p *Provider) intentPages(ctx context.Context, account string, w, part span
 
 // listArrivedPayouts reads the automatic payouts arriving in the window as
 // their events would be read (payoutEvent), dated at arrival_date.
+//
+// Each payout's balance transactions are one list read through its cursor,
+// one request an answer's time. When Stripe answers slower than the pacing
+// allows (latencyBound), aheadDepth payouts are read at once, each by a
+// goroutine of its own taking the next payout listed, their changes handed
+// on in pages of at most maxChangesPerPage as they come (a payout's changes
+// may then share a page with another's): the same changes, in another
+// order of pages, as the listing of intents in stretches. Otherwise one
+// payout is read after another, as listed.
 func (p *Provider) listArrivedPayouts(ctx context.Context, f *fetcher, w span, fn func(reconcile.Page) error) error {
+	if !p.latencyBound() {
+		var out []reconcile.Change
+		// flush hands on pages of at most maxChangesPerPage changes for as
+		// long as at least `least` of them wait.
+		flush := func(least int) error {
+			for len(out) >= max(least, 1) {
+				k := min(len(out), maxChangesPerPage)
+				page := out[:k:k]
+				out = out[k:]
+				if err := fn(reconcile.Page{Changes: page}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		err := p.arrivedPayouts(ctx, f, w, func(po *stripego.Payout) error {
+			return p.arrivedPayout(ctx, f.account, po, func(c reconcile.Change) error {
+				out = append(out, c)
+				return flush(maxChangesPerPage)
+			})
+		})
+		if err != nil {
+			return err
+		}
+		return flush(1)
+	}
+	return fanin.Run(ctx, p.payoutParts(f, w), runPart, handPage(fn))
+}
+
+// payoutParts are the lists listArrivedPayouts reads at once: the window's
+// payouts, and aheadDepth readers, each reading the balance transactions of
+// the next payout listed, its changes sent in pages of at most
+// maxChangesPerPage.
+func (p *Provider) payoutParts(f *fetcher, w span) []listPart {
+	listed := make(chan *stripego.Payout)
+	parts := []listPart{func(ctx context.Context, _ func([]reconcile.Change) error) error {
+		defer close(listed)
+		return p.arrivedPayouts(ctx, f, w, func(po *stripego.Payout) error {
+			select {
+			case listed <- po:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}}
+	for range p.aheadDepth() {
+		parts = append(parts, func(ctx context.Context, send func([]reconcile.Change) error) error {
+			var out []reconcile.Change
+			for po := range listed {
+				err := p.arrivedPayout(ctx, f.account, po, func(c reconcile.Change) error {
+					if out = append(out, c); len(out) >= maxChangesPerPage {
+						page := out
+						out = nil
+						return send(page)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return send(out)
+		})
+	}
+	return parts
+}
+
+// arrivedPayouts lists the payouts arriving in the window and calls each
+// with those it holds, in the order Stripe lists them.
+func (p *Provider) arrivedPayouts(ctx context.Context, f *fetcher, w span, each func(*stripego.Payout) error) error {
 	params := &stripego.PayoutListParams{ListParams: listParams(ctx, f.account, listPage), ArrivalDateRange: w.query()}
 	it := p.api.Payouts.List(params)
-	var out []reconcile.Change
-	// flush hands on pages of at most maxChangesPerPage changes for as long
-	// as at least `least` of them wait.
-	flush := func(least int) error {
-		for len(out) >= max(least, 1) {
-			k := min(len(out), maxChangesPerPage)
-			page := out[:k:k]
-			out = out[k:]
-			if err := fn(reconcile.Page{Changes: page}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	for it.Next() {
 		po := it.Payout()
 		if po == nil || po.ID == "" {
@@ -226,18 +349,14 @@ func (p *Provider) listArrivedPayouts(ctx context.Context, f *fetcher, w span, f
 			p.log.Warn("stripe listed a payout the request excluded; skipped", "payout_id", po.ID, "arrival_date", po.ArrivalDate)
 			continue
 		}
-		err := p.arrivedPayout(ctx, f.account, po, func(c reconcile.Change) error {
-			out = append(out, c)
-			return flush(maxChangesPerPage)
-		})
-		if err != nil {
+		if err := each(po); err != nil {
 			return err
 		}
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("list stripe payouts: %w", translate(err))
 	}
-	return flush(1)
+	return nil
 }
 
 // arrivedPayout reads one listed payout as payoutEvent reads its event:

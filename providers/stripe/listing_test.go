@@ -1,14 +1,18 @@
 package stripe_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -597,8 +601,121 @@ func TestListObjectsInStretchesWhenStripeAnswersLate(t *testing.T) {
 	require.ErrorIs(t, lateP.ListObjects(context.Background(), lp, func(reconcile.Page) error { calls++; return stop }), stop)
 	require.Equal(t, 1, calls)
 	// A stretch whose list fails fails the listing (the account's payout
-	// schedule is known by now).
+	// schedule is known by now); the window's payouts are listed beside
+	// the stretches, so whichever fails first is the error.
 	fake.SetFailureRate(http.StatusBadRequest, 1)
 	err := lateP.ListObjects(context.Background(), lp, func(reconcile.Page) error { return nil })
-	require.ErrorContains(t, err, "list stripe payment intents")
+	require.Error(t, err)
+	require.Regexp(t, `^list stripe (payment intents|payouts): `, err.Error())
+}
+
+// TestListObjectsReadsPayoutsBesideTheIntentsWhenStripeAnswersLate: when
+// Stripe answers late, the object listing reads several payouts' balance
+// transactions at once, and beside the intents' stretches rather than
+// after them (each a list read one page an answer's time: at 300 ms an
+// answer the month of BenchmarkListingLatency spent 16 of its 29 s on 54
+// such pages one after another). The changes are those of the listing one
+// list at a time, with the same requests; a payout whose list fails fails
+// the listing, naming it, and nothing is asked once it returned.
+func TestListObjectsReadsPayoutsBesideTheIntentsWhenStripeAnswersLate(t *testing.T) {
+	t.Parallel()
+	fake := stripefake.New(stripefake.Options{Now: func() time.Time { return now }, Seed: 23})
+	fake.SetLatency(3 * time.Millisecond)
+	a := fake.Account("")
+	a.Generate(stripefake.GenOptions{Payments: 1500, Start: now.Add(-90 * 24 * time.Hour), End: now, Seed: 5})
+	var (
+		mu                 sync.Mutex
+		inFlight           = map[string]int{}
+		mostBT, btBesidePI int
+		asked              int
+		failBT             bool
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked++
+		if failBT && r.URL.Path == "/v1/balance_transactions" {
+			mu.Unlock()
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"type":"invalid_request_error","message":"No such payout"}}`))
+			return
+		}
+		inFlight[r.URL.Path]++
+		if r.URL.Path == "/v1/balance_transactions" {
+			mostBT = max(mostBT, inFlight[r.URL.Path])
+			if inFlight["/v1/payment_intents"] > 0 {
+				btBesidePI++
+			}
+		}
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inFlight[r.URL.Path]--
+			mu.Unlock()
+		}()
+		fake.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	provider := func(late bool) *stripe.Provider {
+		p, err := stripe.New(stripe.Config{APIKey: "sk_test_x", BaseURL: srv.URL, MaxRetries: 2, ReadAhead: late,
+			Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+		require.NoError(t, err)
+		return p
+	}
+	sorted := func(cs []reconcile.Change) []reconcile.Change {
+		slices.SortStableFunc(cs, func(a, b reconcile.Change) int {
+			return cmp.Or(strings.Compare(a.ProviderID, b.ProviderID), strings.Compare(a.EventID, b.EventID), strings.Compare(a.PayoutID, b.PayoutID))
+		})
+		return cs
+	}
+	lp := reconcile.ListParams{Since: now.Add(-60 * 24 * time.Hour), Until: now.Add(-20 * 24 * time.Hour)}
+	byPath := func() map[string]int64 { return maps.Clone(fake.RequestsByPath()) }
+
+	b0 := byPath()
+	one, _ := listObjects(t, provider(false), lp)
+	b1 := byPath()
+	mu.Lock()
+	mostOne := mostBT
+	mostBT, btBesidePI = 0, 0
+	mu.Unlock()
+	lateP := provider(true)
+	late, pages := listObjects(t, lateP, lp)
+	b2 := byPath()
+
+	settled := 0
+	for _, c := range late {
+		if c.PayoutID != "" {
+			settled++
+		}
+	}
+	payouts := b1["/v1/payouts"] - b0["/v1/payouts"]
+	t.Logf("%d changes (%d from payouts), %d pages; balance transaction lists at once: %d late, %d one at a time; %d asked beside an intents' page",
+		len(late), settled, len(pages), mostBT, mostOne, btBesidePI)
+	require.Positive(t, payouts)
+	require.Greater(t, settled, 100, "the window's payouts settle its payments")
+	requireListed(t, late, lp.Until)
+	require.Equal(t, sorted(one), sorted(late), "the same changes")
+	for _, pg := range pages {
+		require.LessOrEqual(t, len(pg.Changes), 1000, "a page of at most maxChangesPerPage changes")
+	}
+	for _, path := range []string{"/v1/balance_transactions", "/v1/payouts", "/v1/disputes", "/v1/refunds"} {
+		require.Equal(t, b1[path]-b0[path], b2[path]-b1[path], "%s: the same requests", path)
+	}
+	require.Equal(t, 1, mostOne, "one list at a time on loopback")
+	require.GreaterOrEqual(t, mostBT, 2, "payouts' lists read at once")
+	require.Positive(t, btBesidePI, "payouts' lists read beside the intents' stretches")
+
+	// A payout whose list fails fails the listing, naming the payout, and
+	// nothing is asked once ListObjects returned.
+	mu.Lock()
+	failBT = true
+	mu.Unlock()
+	err := lateP.ListObjects(context.Background(), lp, func(reconcile.Page) error { return nil })
+	require.ErrorContains(t, err, "list balance transactions of payout po_")
+	mu.Lock()
+	n := asked
+	mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	require.Equal(t, n, asked, "a request after ListObjects returned")
+	mu.Unlock()
 }
