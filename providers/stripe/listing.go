@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	stripego "github.com/stripe/stripe-go/v76"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/reconciler/reconciler/internal/fanin"
 	"github.com/reconciler/reconciler/reconcile"
@@ -99,15 +101,13 @@ func (p *Provider) ListObjects(ctx context.Context, lp reconcile.ListParams, fn 
 	f := &fetcher{p: p, v: p.Verifier(), account: lp.Account, sched: sched, candidates: map[int64][]string{}, until: lp.Until}
 	w := spanOf(lp)
 	if !sched.manual && p.latencyBound() {
-		// The intents' stretches and the payouts' lists at once: a payment's
-		// changes resolve along the state machine, never by the order they
-		// come in (docs/model.md), so the payouts need not wait for the
-		// intents.
+		// The intents' stretches, the payouts' lists and the older
+		// payments' at once: a payment's changes resolve along the state
+		// machine, never by the order they come in (docs/model.md), so
+		// none need wait for the intents.
 		parts := append(p.intentParts(f, w), p.payoutParts(f, w)...)
-		if err := fanin.Run(ctx, parts, runPart, handPage(fn)); err != nil {
-			return err
-		}
-		return p.listOlder(ctx, f, w, fn)
+		parts = append(parts, p.olderPart(f, w))
+		return fanin.Run(ctx, parts, runPart, handPage(fn))
 	}
 	if err := p.listIntents(ctx, f, w, fn); err != nil {
 		return err
@@ -412,66 +412,81 @@ func asOfUntil(c *reconcile.Change) {
 // data.payment_intent expanded to tell their creation), and re-reads them by
 // id, capped at the window's end, a chunk at a time.
 func (p *Provider) listOlder(ctx context.Context, f *fetcher, w span, fn func(reconcile.Page) error) error {
-	var ids []string
-	seen := map[string]bool{}
-	flush := func() error {
-		var out []reconcile.Change
-		for _, id := range ids {
-			cs, err := f.one(ctx, id)
-			if err != nil {
+	return p.olderPart(f, w)(ctx, func(cs []reconcile.Change) error { return handPage(fn)(ctx, cs) })
+}
+
+// olderPart is listOlder as a part of the object listing's fan-in: it sends
+// each chunk's changes. When Stripe answers late (latencyBound), a chunk's
+// payments are re-read aheadDepth at once (each is a request or two); the
+// chunk's changes are sent in the order of its ids either way.
+func (p *Provider) olderPart(f *fetcher, w span) listPart {
+	return func(ctx context.Context, send func([]reconcile.Change) error) error {
+		var ids []string
+		seen := map[string]bool{}
+		flush := func() error {
+			outs := make([][]reconcile.Change, len(ids))
+			g, gctx := errgroup.WithContext(ctx)
+			g.SetLimit(1)
+			if p.latencyBound() {
+				g.SetLimit(p.aheadDepth())
+			}
+			for i, id := range ids {
+				g.Go(func() error {
+					cs, err := f.one(gctx, id)
+					outs[i] = cs
+					return err
+				})
+			}
+			if err := g.Wait(); err != nil {
 				return err
 			}
-			out = append(out, cs...)
+			ids, seen = ids[:0], map[string]bool{}
+			return send(slices.Concat(outs...))
 		}
-		ids, seen = ids[:0], map[string]bool{}
-		if len(out) > 0 {
-			return fn(reconcile.Page{Changes: out})
-		}
-		return nil
-	}
-	add := func(pi *stripego.PaymentIntent) error {
-		// An intent the answer did not expand (Created 0) is re-read too:
-		// if it is the window's, its changes repeat the listing's under the
-		// same ids.
-		if pi == nil || pi.ID == "" || pi.Created >= w.since || seen[pi.ID] {
+		add := func(pi *stripego.PaymentIntent) error {
+			// An intent the answer did not expand (Created 0) is re-read
+			// too: if it is the window's, its changes repeat the listing's
+			// under the same ids.
+			if pi == nil || pi.ID == "" || pi.Created >= w.since || seen[pi.ID] {
+				return nil
+			}
+			seen[pi.ID] = true
+			ids = append(ids, pi.ID)
+			if len(ids) >= refetchChunk {
+				return flush()
+			}
 			return nil
 		}
-		seen[pi.ID] = true
-		ids = append(ids, pi.ID)
-		if len(ids) >= refetchChunk {
-			return flush()
-		}
-		return nil
-	}
 
-	rp := &stripego.RefundListParams{ListParams: listParams(ctx, f.account, listPage), CreatedRange: w.query()}
-	rp.AddExpand("data.payment_intent")
-	rit := p.api.Refunds.List(rp)
-	for rit.Next() {
-		if r := rit.Refund(); r != nil && w.has(r.Created) {
-			if err := add(r.PaymentIntent); err != nil {
-				return err
+		rp := &stripego.RefundListParams{ListParams: listParams(ctx, f.account, listPage), CreatedRange: w.query()}
+		rp.AddExpand("data.payment_intent")
+		rit := p.api.Refunds.List(rp)
+		for rit.Next() {
+			if r := rit.Refund(); r != nil && w.has(r.Created) {
+				if err := add(r.PaymentIntent); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	if err := rit.Err(); err != nil {
-		return fmt.Errorf("list stripe refunds: %w", translate(err))
-	}
+		if err := rit.Err(); err != nil {
+			return fmt.Errorf("list stripe refunds: %w", translate(err))
+		}
 
-	dp := &stripego.DisputeListParams{ListParams: listParams(ctx, f.account, listPage), CreatedRange: w.query()}
-	dp.AddExpand("data.payment_intent")
-	dit := p.api.Disputes.List(dp)
-	for dit.Next() {
-		if d := dit.Dispute(); d != nil && w.has(d.Created) {
-			if err := add(d.PaymentIntent); err != nil {
-				return err
+		dp := &stripego.DisputeListParams{ListParams: listParams(ctx, f.account, listPage), CreatedRange: w.query()}
+		dp.AddExpand("data.payment_intent")
+		dit := p.api.Disputes.List(dp)
+		for dit.Next() {
+			if d := dit.Dispute(); d != nil && w.has(d.Created) {
+				if err := add(d.PaymentIntent); err != nil {
+					return err
+				}
 			}
 		}
+		if err := dit.Err(); err != nil {
+			return fmt.Errorf("list stripe disputes: %w", translate(err))
+		}
+		return flush()
 	}
-	if err := dit.Err(); err != nil {
-		return fmt.Errorf("list stripe disputes: %w", translate(err))
-	}
-	return flush()
 }
 
 // completeRefunds completes, for a capped read, a charge's embedded refunds

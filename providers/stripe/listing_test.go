@@ -602,17 +602,19 @@ func TestListObjectsInStretchesWhenStripeAnswersLate(t *testing.T) {
 	require.Equal(t, 1, calls)
 	// A stretch whose list fails fails the listing (the account's payout
 	// schedule is known by now); the window's payouts are listed beside
-	// the stretches, so whichever fails first is the error.
+	// the stretches, and the refunds that name older payments, so whichever
+	// fails first is the error.
 	fake.SetFailureRate(http.StatusBadRequest, 1)
 	err := lateP.ListObjects(context.Background(), lp, func(reconcile.Page) error { return nil })
 	require.Error(t, err)
-	require.Regexp(t, `^list stripe (payment intents|payouts): `, err.Error())
+	require.Regexp(t, `^list stripe (payment intents|payouts|refunds): `, err.Error())
 }
 
 // TestListObjectsReadsPayoutsBesideTheIntentsWhenStripeAnswersLate: when
 // Stripe answers late, the object listing reads several payouts' balance
 // transactions at once, and beside the intents' stretches rather than
-// after them (each a list read one page an answer's time: at 300 ms an
+// after them, and the older payments the window's refunds and disputes
+// name several at once (each a list read one page an answer's time: at 300 ms an
 // answer the month of BenchmarkListingLatency spent 16 of its 29 s on 54
 // such pages one after another). The changes are those of the listing one
 // list at a time, with the same requests; a payout whose list fails fails
@@ -627,6 +629,7 @@ func TestListObjectsReadsPayoutsBesideTheIntentsWhenStripeAnswersLate(t *testing
 		mu                 sync.Mutex
 		inFlight           = map[string]int{}
 		mostBT, btBesidePI int
+		reread, mostReread int // the older payments' re-reads by id
 		asked              int
 		failBT             bool
 	)
@@ -638,6 +641,16 @@ func TestListObjectsReadsPayoutsBesideTheIntentsWhenStripeAnswersLate(t *testing
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write([]byte(`{"error":{"type":"invalid_request_error","message":"No such payout"}}`))
 			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/v1/payment_intents/") {
+			reread++
+			inFlight["reread"]++
+			mostReread = max(mostReread, inFlight["reread"])
+			defer func() {
+				mu.Lock()
+				inFlight["reread"]--
+				mu.Unlock()
+			}()
 		}
 		inFlight[r.URL.Path]++
 		if r.URL.Path == "/v1/balance_transactions" {
@@ -674,8 +687,8 @@ func TestListObjectsReadsPayoutsBesideTheIntentsWhenStripeAnswersLate(t *testing
 	one, _ := listObjects(t, provider(false), lp)
 	b1 := byPath()
 	mu.Lock()
-	mostOne := mostBT
-	mostBT, btBesidePI = 0, 0
+	mostOne, rereadOne := mostBT, reread
+	mostBT, btBesidePI, reread, mostReread = 0, 0, 0, 0
 	mu.Unlock()
 	lateP := provider(true)
 	late, pages := listObjects(t, lateP, lp)
@@ -688,8 +701,8 @@ func TestListObjectsReadsPayoutsBesideTheIntentsWhenStripeAnswersLate(t *testing
 		}
 	}
 	payouts := b1["/v1/payouts"] - b0["/v1/payouts"]
-	t.Logf("%d changes (%d from payouts), %d pages; balance transaction lists at once: %d late, %d one at a time; %d asked beside an intents' page",
-		len(late), settled, len(pages), mostBT, mostOne, btBesidePI)
+	t.Logf("%d changes (%d from payouts), %d pages; balance transaction lists at once: %d late, %d one at a time; %d asked beside an intents' page; %d older payments re-read (%d at once)",
+		len(late), settled, len(pages), mostBT, mostOne, btBesidePI, reread, mostReread)
 	require.Positive(t, payouts)
 	require.Greater(t, settled, 100, "the window's payouts settle its payments")
 	requireListed(t, late, lp.Until)
@@ -703,6 +716,9 @@ func TestListObjectsReadsPayoutsBesideTheIntentsWhenStripeAnswersLate(t *testing
 	require.Equal(t, 1, mostOne, "one list at a time on loopback")
 	require.GreaterOrEqual(t, mostBT, 2, "payouts' lists read at once")
 	require.Positive(t, btBesidePI, "payouts' lists read beside the intents' stretches")
+	require.Greater(t, rereadOne, 5, "the window's refunds and disputes name older payments")
+	require.Equal(t, rereadOne, reread, "the older payments re-read once each")
+	require.GreaterOrEqual(t, mostReread, 2, "older payments re-read at once")
 
 	// A payout whose list fails fails the listing, naming the payout, and
 	// nothing is asked once ListObjects returned.
