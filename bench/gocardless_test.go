@@ -73,6 +73,32 @@ func BenchmarkRateLimitedGoCardlessLatency(b *testing.B) {
 	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
 }
 
+// BenchmarkListingLatencyGoCardless is BenchmarkListingLatency for
+// GoCardless: `reconciler run --mode listing` over a month of about 10,000
+// Bacs payments ($BENCH_LISTING_PAYMENTS) at the provider's default pacing
+// (10 requests/s) with every answer latency late, into an empty schema.
+// It reports the wall time, the requests and their share of what the
+// pacing allows.
+func BenchmarkListingLatencyGoCardless(b *testing.B) {
+	const rps = 10
+	payments := 10_000
+	if s := os.Getenv("BENCH_LISTING_PAYMENTS"); s != "" {
+		payments, _ = strconv.Atoi(s)
+	}
+	b.StopTimer()
+	var r result
+	for range b.N {
+		w := newGCWorld(b, payments, 1000)
+		w.fake.SetLatency(latency)
+		so, se, wall := w.exec(b, rps, "run", "--mode", "listing", "--since", w.now.Add(-31*24*time.Hour).Format(time.RFC3339), "--format", "json")
+		r = parseRun(b, so, se, wall)
+	}
+	b.ReportMetric(r.wall.Seconds(), "wall_s")
+	b.ReportMetric(float64(r.run.APIRequests), "requests")
+	b.ReportMetric(float64(r.run.Examined), "payments")
+	b.ReportMetric(float64(r.run.APIRequests)/float64(rps)/r.wall.Seconds(), "fraction_of_allowed")
+}
+
 // BenchmarkVerifyAllLatencyGoCardless is BenchmarkVerifyAllLatency for
 // GoCardless: `reconciler verify --all` over a month of 10,000 Bacs
 // payments ($BENCH_VERIFY_PAYMENTS) at the provider's default pacing (10

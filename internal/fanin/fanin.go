@@ -6,6 +6,7 @@ package fanin
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -16,8 +17,9 @@ import (
 // few items a part.
 //
 // The first error ends the rest (their context is canceled) and is
-// returned: handle's first, else the first produce's that was not caused
-// by the cancellation, else the caller's context's error. After an error no
+// returned: handle's first (unless the cancellation after a produce's
+// error caused it), else the first produce's that was not caused by the
+// cancellation, else the caller's context's error. After an error no
 // item is handed on.
 func Run[P, T any](ctx context.Context, parts []P, produce func(ctx context.Context, part P, send func(T) error) error, handle func(ctx context.Context, item T) error) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -60,7 +62,9 @@ func Run[P, T any](ctx context.Context, parts []P, produce func(ctx context.Cont
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
-	case handleErr != nil:
+	case handleErr != nil && !(produceErr != nil && errors.Is(handleErr, context.Canceled)):
+		// (A handle that failed because a produce's error canceled it
+		// returns that error, not its own.)
 		return handleErr
 	case produceErr != nil:
 		return produceErr

@@ -3,6 +3,7 @@ package fanin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -83,6 +84,22 @@ func TestRunStopsAtTheFirstError(t *testing.T) {
 	}, func(context.Context, int) error { return nil })
 	if !errors.Is(err, broken) {
 		t.Fatalf("a produce's error: %v", err)
+	}
+
+	// A handle busy with a request when a produce fails is canceled by
+	// that failure: the produce's error is the one returned.
+	err = Run(context.Background(), []int{0, 1}, func(ctx context.Context, p int, send func(int) error) error {
+		if p == 1 {
+			time.Sleep(20 * time.Millisecond) // while handle waits
+			return broken
+		}
+		return send(0)
+	}, func(ctx context.Context, _ int) error {
+		<-ctx.Done()
+		return fmt.Errorf("a request: %w", ctx.Err())
+	})
+	if !errors.Is(err, broken) {
+		t.Fatalf("a produce's error while handle waited: %v", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -14,8 +14,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/reconciler/reconciler/internal/fanin"
 	"github.com/reconciler/reconciler/models"
 	"github.com/reconciler/reconciler/reconcile"
 )
@@ -293,7 +297,7 @@ const earlierLookback = 14 * 24 * time.Hour
 // each by id) and maps those a payout created in the window paid out.
 func (l *lister) listPaidOutEarlier(ctx context.Context, fn func(reconcile.Page) error) error {
 	return l.p.list(ctx, "/payments", "payments", windowQuery(l.since.Add(-earlierLookback), l.since, l.p.page), func(items []json.RawMessage) error {
-		var page reconcile.Page
+		var pms []listedPayment
 		for _, raw := range items {
 			var pm Payment
 			if err := json.Unmarshal(raw, &pm); err != nil {
@@ -310,13 +314,13 @@ func (l *lister) listPaidOutEarlier(ctx context.Context, fn func(reconcile.Page)
 				continue
 			}
 			l.mapped.add(pm.ID)
-			cs, err := l.paymentChanges(ctx, pm, raw)
-			if err != nil {
-				return err
-			}
-			page.Changes = append(page.Changes, cs...)
+			pms = append(pms, listedPayment{pm, raw})
 		}
-		return emit(page, fn)
+		cs, err := l.mapAll(ctx, pms)
+		if err != nil {
+			return err
+		}
+		return emit(reconcile.Page{Changes: cs}, fn)
 	})
 }
 
@@ -346,6 +350,9 @@ func (l *lister) windowPayout(ctx context.Context, id string) (bool, error) {
 // the list is newest first, so after the first payout answered 410, the
 // older ones' items are not asked for.
 func (l *lister) listPayouts(ctx context.Context, fn func(reconcile.Page) error) error {
+	if l.p.latencyBound() {
+		return l.listPayoutsAtOnce(ctx, fn)
+	}
 	gone := false
 	return l.p.list(ctx, "/payouts", "payouts", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
 		for _, raw := range items {
@@ -361,19 +368,14 @@ func (l *lister) listPayouts(ctx context.Context, fn func(reconcile.Page) error)
 			q.Set("limit", strconv.Itoa(l.p.page))
 			var fnErr error // an error of fn or of a re-read, which ends the listing
 			err = l.p.list(ctx, "/payout_items", "payout_items", q, func(items []json.RawMessage) error {
+				all, err := paidOutIDs(po.ID, items)
+				if err != nil {
+					return err
+				}
 				var ids []string
-				for _, raw := range items {
-					var it struct {
-						Type  string `json:"type"`
-						Links struct {
-							Payment string `json:"payment"`
-						} `json:"links"`
-					}
-					if err := json.Unmarshal(raw, &it); err != nil {
-						return fmt.Errorf("decode gocardless payout item of %s: %w", po.ID, err)
-					}
-					if it.Type == "payment_paid_out" && it.Links.Payment != "" && !l.mapped.has(it.Links.Payment) {
-						ids = append(ids, it.Links.Payment)
+				for _, id := range all {
+					if !l.mapped.has(id) {
+						ids = append(ids, id)
 					}
 				}
 				page, err := l.older(ctx, ids, "payout "+po.ID)
@@ -401,55 +403,253 @@ func (l *lister) listPayouts(ctx context.Context, fn func(reconcile.Page) error)
 	})
 }
 
+// paidOut is the payments a page of a payout's items paid out.
+type paidOut struct {
+	payout string
+	ids    []string
+}
+
+// listPayoutsAtOnce is listPayouts when GoCardless answers late: the
+// window's payouts are listed by one part of a fan-in and their items read
+// by listReaders others, each taking the next payout listed (newest
+// first); the payments they name are filtered and re-read (older) here,
+// as their pages arrive. Once a payout's items answered 410 Gone, the
+// payouts older than it are not asked for, as in listPayouts (those
+// already asked answer 410 too, and are skipped the same way).
+func (l *lister) listPayoutsAtOnce(ctx context.Context, fn func(reconcile.Page) error) error {
+	listed := make(chan *listedPayout)
+	var (
+		mu     sync.Mutex
+		goneAt time.Time // the created_at of the first payout whose items are gone
+	)
+	lister := func(ctx context.Context, _ func(paidOut) error) error {
+		defer close(listed)
+		return l.p.list(ctx, "/payouts", "payouts", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
+			for _, raw := range items {
+				po, err := decodePayout(raw)
+				if err != nil {
+					return err
+				}
+				if po.CreatedAt.Before(l.since) || !po.CreatedAt.Before(l.until) {
+					continue
+				}
+				select {
+				case listed <- po:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	reader := func(ctx context.Context, send func(paidOut) error) error {
+		for po := range listed {
+			mu.Lock()
+			skip := !goneAt.IsZero() && po.CreatedAt.Before(goneAt)
+			mu.Unlock()
+			if skip {
+				continue
+			}
+			q := url.Values{}
+			q.Set("payout", po.ID)
+			q.Set("limit", strconv.Itoa(l.p.page))
+			err := l.p.list(ctx, "/payout_items", "payout_items", q, func(items []json.RawMessage) error {
+				ids, err := paidOutIDs(po.ID, items)
+				if err != nil {
+					return err
+				}
+				return send(paidOut{po.ID, ids})
+			})
+			var ae *APIError
+			switch {
+			case errors.As(err, &ae) && ae.Status == http.StatusGone:
+				mu.Lock()
+				first := goneAt.IsZero()
+				if first || po.CreatedAt.After(goneAt) {
+					goneAt = po.CreatedAt
+				}
+				mu.Unlock()
+				if first {
+					l.p.log.Warn("gocardless serves no items for this payout (items exist for payouts of the last six months): the payments created before the window that it and older payouts paid out are not listed",
+						"payout_id", po.ID, "error", err)
+				}
+			case err != nil:
+				return err
+			}
+		}
+		return nil
+	}
+	parts := []func(context.Context, func(paidOut) error) error{lister}
+	for range l.p.listReaders() {
+		parts = append(parts, reader)
+	}
+	return fanin.Run(ctx, parts, func(ctx context.Context, part func(context.Context, func(paidOut) error) error, send func(paidOut) error) error {
+		return part(ctx, send)
+	}, func(ctx context.Context, p paidOut) error {
+		var ids []string
+		for _, id := range p.ids {
+			if !l.mapped.has(id) {
+				ids = append(ids, id)
+			}
+		}
+		page, err := l.older(ctx, ids, "payout "+p.payout)
+		if err != nil {
+			return err
+		}
+		return emit(page, fn)
+	})
+}
+
+// paidOutIDs returns the payments a page of payout po's items paid out
+// (the items of type payment_paid_out).
+func paidOutIDs(po string, items []json.RawMessage) ([]string, error) {
+	var ids []string
+	for _, raw := range items {
+		var it struct {
+			Type  string `json:"type"`
+			Links struct {
+				Payment string `json:"payment"`
+			} `json:"links"`
+		}
+		if err := json.Unmarshal(raw, &it); err != nil {
+			return nil, fmt.Errorf("decode gocardless payout item of %s: %w", po, err)
+		}
+		if it.Type == "payment_paid_out" && it.Links.Payment != "" {
+			ids = append(ids, it.Links.Payment)
+		}
+	}
+	return ids, nil
+}
+
 // older re-reads payments the window's refunds or payouts (what, for the
 // messages) name and maps those created before the window; an id named
 // twice is read once.
 func (l *lister) older(ctx context.Context, ids []string, what string) (reconcile.Page, error) {
-	var page reconcile.Page
 	seen := make(map[string]bool, len(ids))
+	uniq := ids[:0:0]
 	for _, pid := range ids {
-		if seen[pid] {
-			continue
+		if !seen[pid] {
+			seen[pid] = true
+			uniq = append(uniq, pid)
 		}
-		seen[pid] = true
-		pm, raw, found, err := l.p.getPayment(ctx, pid)
-		if err != nil {
-			return page, fmt.Errorf("read a payment of gocardless %s: %w", what, err)
-		}
-		if !found {
-			l.p.log.Warn("a payment the listing found is not found at gocardless", "found_by", what, "provider_id", pid)
-			continue
-		}
-		if !pm.CreatedAt.Before(l.since) {
-			continue // listed with the window's payments
-		}
-		cs, err := l.paymentChanges(ctx, pm, raw)
-		if err != nil {
-			return page, err
-		}
-		page.Changes = append(page.Changes, cs...)
 	}
-	return page, nil
+	type read struct {
+		lp    listedPayment
+		found bool
+	}
+	got := make([]read, len(uniq))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(l.p.listReaders())
+	for i, pid := range uniq {
+		g.Go(func() error {
+			pm, raw, found, err := l.p.getPayment(gctx, pid)
+			if err != nil {
+				return fmt.Errorf("read a payment of gocardless %s: %w", what, err)
+			}
+			got[i] = read{listedPayment{pm, raw}, found}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return reconcile.Page{}, err
+	}
+	var pms []listedPayment
+	for i, r := range got {
+		switch {
+		case !r.found:
+			l.p.log.Warn("a payment the listing found is not found at gocardless", "found_by", what, "provider_id", uniq[i])
+		case r.lp.pm.CreatedAt.Before(l.since): // else listed with the window's payments
+			pms = append(pms, r.lp)
+		}
+	}
+	cs, err := l.mapAll(ctx, pms)
+	return reconcile.Page{Changes: cs}, err
 }
 
 // listPayments maps the payments created in the window, a page at a time.
+// When GoCardless answers slower than the pacing allows (latencyBound), the
+// window is listed as listStretches stretches of its time at once, each a
+// list read through its own cursor, their pages mapped here one at a time
+// as they arrive (internal/fanin): a payment is in one stretch, so the
+// changes are those of one list, in another order of pages, for at most a
+// partly filled page more a stretch. The mapping (the payout cache, the
+// filter of mapped payments, the few reads it makes) stays on this
+// goroutine.
 func (l *lister) listPayments(ctx context.Context, fn func(reconcile.Page) error) error {
-	return l.p.list(ctx, "/payments", "payments", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
-		var page reconcile.Page
+	mapPage := func(ctx context.Context, items []json.RawMessage) error {
+		pms := make([]listedPayment, 0, len(items))
 		for _, raw := range items {
 			var pm Payment
 			if err := json.Unmarshal(raw, &pm); err != nil {
 				return fmt.Errorf("decode gocardless payment: %w", err)
 			}
 			l.mapped.add(pm.ID)
-			cs, err := l.paymentChanges(ctx, pm, raw)
-			if err != nil {
-				return err
-			}
-			page.Changes = append(page.Changes, cs...)
+			pms = append(pms, listedPayment{pm, raw})
 		}
-		return emit(page, fn)
-	})
+		cs, err := l.mapAll(ctx, pms)
+		if err != nil {
+			return err
+		}
+		return emit(reconcile.Page{Changes: cs}, fn)
+	}
+	if !l.p.latencyBound() {
+		return l.p.list(ctx, "/payments", "payments", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
+			return mapPage(ctx, items)
+		})
+	}
+	return fanin.Run(ctx, msStretches(l.since, l.until, l.p.listStretches()), func(ctx context.Context, s [2]time.Time, send func([]json.RawMessage) error) error {
+		return l.p.list(ctx, "/payments", "payments", windowQuery(s[0], s[1], l.p.page), send)
+	}, mapPage)
+}
+
+// latencyFloor is the latency below which a list is never read in
+// stretches: an answer on loopback.
+const latencyFloor = 20 * time.Millisecond
+
+// latencyBound reports whether GoCardless answers slower than one and a half
+// pacing intervals (and latencyFloor): one list, a request an answer's time,
+// then cannot use the pacing, and stretches listed at once can (Stripe's
+// test, providers/stripe).
+func (p *Provider) latencyBound() bool {
+	iv := p.tr.Interval()
+	return iv > 0 && p.tr.Latency() > max(iv*3/2, latencyFloor)
+}
+
+// listStretches is how many stretches of its window a list is read in when
+// GoCardless answers late: one more than the pacing intervals an answer
+// takes, three at least and six at most.
+func (p *Provider) listStretches() int {
+	iv, l := p.tr.Interval(), p.tr.Latency()
+	if iv <= 0 {
+		return 3
+	}
+	return min(max(int((l+iv-1)/iv)+1, 3), 6)
+}
+
+// listReaders is how many of a page's payments the listing reads at once
+// (their refunds, a failure, a payment by id): listStretches when
+// GoCardless answers late, else one.
+func (p *Provider) listReaders() int {
+	if p.latencyBound() {
+		return p.listStretches()
+	}
+	return 1
+}
+
+// msStretches cuts [since, until) into at most k consecutive stretches of
+// whole milliseconds (the precision of GoCardless's created_at filters),
+// the first from since and the last to until.
+func msStretches(since, until time.Time, k int) [][2]time.Time {
+	lo := since
+	var out [][2]time.Time
+	for i := 1; i < k; i++ {
+		b := since.Add(until.Sub(since) * time.Duration(i) / time.Duration(k)).Truncate(time.Millisecond)
+		if b.After(lo) && b.Before(until) {
+			out = append(out, [2]time.Time{lo, b})
+			lo = b
+		}
+	}
+	return append(out, [2]time.Time{lo, until})
 }
 
 // listRefunds re-reads the payments created before the window whose refunds
@@ -476,35 +676,54 @@ func (l *lister) listRefunds(ctx context.Context, fn func(reconcile.Page) error)
 	})
 }
 
-// paymentChanges reads what the listing needs beside the payment itself:
-// its refunds when it has any (to count those created before the window's
-// end), the newest failure of a failed Success+ payment, and its payout.
-func (l *lister) paymentChanges(ctx context.Context, pm Payment, raw json.RawMessage) ([]reconcile.Change, error) {
-	var refunds []Refund
-	refundsRead := true
+// paymentReads is what a payment's mapping reads beside the payment: its
+// refunds, when it was refunded (to count those created before the
+// window's end), and the newest failure of a failed Success+ payment. Its
+// payout comes from the cache (changesWith).
+type paymentReads struct {
+	refunds     []Refund
+	refundsRead bool
+	lastFailed  *Event
+}
+
+// reads reads what pm's mapping needs beside it (nothing for most
+// payments). It keeps no state of the lister's, so that payments' reads
+// can run at once (readAll).
+func (l *lister) reads(ctx context.Context, pm Payment) (paymentReads, error) {
+	r := paymentReads{refundsRead: true}
 	if pm.AmountRefunded > 0 {
 		var err error
-		refunds, err = l.p.paymentRefunds(ctx, pm.ID)
+		r.refunds, err = l.p.paymentRefunds(ctx, pm.ID)
 		if unsupported(err) {
 			l.p.log.Warn("gocardless did not list the payment's refunds; the listing says nothing of its amount_refunded", "provider_id", pm.ID, "error", err)
-			refunds, refundsRead, err = nil, false, nil
+			r.refunds, r.refundsRead, err = nil, false, nil
 		}
 		if err != nil {
-			return nil, err
+			return r, err
 		}
 	}
-	var lastFailed *Event
 	if pm.Status == "failed" && pm.RetryIfPossible {
 		var err error
-		lastFailed, err = l.p.lastFailed(ctx, pm.ID)
+		r.lastFailed, err = l.p.lastFailed(ctx, pm.ID)
 		if unsupported(err) {
 			l.p.log.Warn("gocardless did not list the payment's failed events; its failure counts as final", "provider_id", pm.ID, "error", err)
-			lastFailed, err = nil, nil
+			r.lastFailed, err = nil, nil
 		}
 		if err != nil {
-			return nil, err
+			return r, err
 		}
 	}
+	return r, nil
+}
+
+// needsReads reports whether reads makes a request for pm.
+func needsReads(pm Payment) bool {
+	return pm.AmountRefunded > 0 || pm.Status == "failed" && pm.RetryIfPossible
+}
+
+// changesWith maps pm with what reads read, its payout from the cache (or
+// read by id): on the lister's goroutine alone.
+func (l *lister) changesWith(ctx context.Context, pm Payment, raw json.RawMessage, r paymentReads) ([]reconcile.Change, error) {
 	var po *listedPayout
 	if pm.Links.Payout != "" {
 		var err error
@@ -512,7 +731,45 @@ func (l *lister) paymentChanges(ctx context.Context, pm Payment, raw json.RawMes
 			return nil, err
 		}
 	}
-	return listedChanges(pm, raw, refunds, refundsRead, lastFailed, po, l.until), nil
+	return listedChanges(pm, raw, r.refunds, r.refundsRead, r.lastFailed, po, l.until), nil
+}
+
+// listedPayment is a payment read from a list or by id, as sent.
+type listedPayment struct {
+	pm  Payment
+	raw json.RawMessage
+}
+
+// mapAll maps pms, in order: their reads first, listReaders at once (one
+// at a time unless GoCardless answers late: each is a request an answer's
+// time), then each payment on this goroutine.
+func (l *lister) mapAll(ctx context.Context, pms []listedPayment) ([]reconcile.Change, error) {
+	reads := make([]paymentReads, len(pms))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(l.p.listReaders())
+	for i, lp := range pms {
+		if !needsReads(lp.pm) {
+			reads[i] = paymentReads{refundsRead: true}
+			continue
+		}
+		g.Go(func() error {
+			r, err := l.reads(gctx, lp.pm)
+			reads[i] = r
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []reconcile.Change
+	for i, lp := range pms {
+		cs, err := l.changesWith(ctx, lp.pm, lp.raw, reads[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
 }
 
 // payout reads a payout once per listing (as long as the cache keeps it);

@@ -8,7 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -429,32 +432,42 @@ func TestListObjectsWithoutPayoutItems(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, listNow)
 	f.s.Generate(gcfake.GenOptions{Payments: 600, Start: listNow.AddDate(0, 0, -320), End: listNow.AddDate(0, 0, -200), Seed: 7})
-	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_listing", BaseURL: f.url, PageSize: 100})
-	require.NoError(t, err)
-	w := &listWorld{t: t, s: f.s, p: p, created: map[string]time.Time{}}
-	for _, d := range f.s.Deliveries() {
-		if d.EventType == "payments.created" {
-			w.created[d.Facts[0].PaymentID] = d.At
+	f.s.SetLatency(25 * time.Millisecond) // late for the paced provider below: its payouts' items are read at once
+	for _, rps := range []float64{0, 400} {
+		p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_listing", BaseURL: f.url, PageSize: 100, RequestsPerSecond: rps})
+		require.NoError(t, err)
+		w := &listWorld{t: t, s: f.s, p: p, created: map[string]time.Time{}}
+		for _, d := range f.s.Deliveries() {
+			if d.EventType == "payments.created" {
+				w.created[d.Facts[0].PaymentID] = d.At
+			}
 		}
-	}
-	since, until := listNow.AddDate(0, 0, -300), listNow.AddDate(0, 0, -230)
-	before := f.s.RequestsByPath()
-	got := w.list(since, until)
-	after := f.s.RequestsByPath()
-	require.Equal(t, int64(1), after["/payout_items"]-before["/payout_items"], "payout items are asked for once, then no more")
-	require.Equal(t, int64(1), f.s.RequestsByStatus()[410])
-	truth := f.s.ExpectedAt(until.Add(-time.Millisecond))
-	settled := 0
-	for pid, at := range w.created {
-		if at.Before(since) || !at.Before(until) || truth[pid].PayoutID == "" {
-			continue
+		since, until := listNow.AddDate(0, 0, -300), listNow.AddDate(0, 0, -230)
+		before, gone := f.s.RequestsByPath(), f.s.RequestsByStatus()[410]
+		got := w.list(since, until)
+		after := f.s.RequestsByPath()
+		items, gone := after["/payout_items"]-before["/payout_items"], f.s.RequestsByStatus()[410]-gone
+		if rps == 0 {
+			require.Equal(t, int64(1), items, "payout items are asked for once, then no more")
+		} else {
+			// Read at once: those asked before the first 410 answered
+			// answer 410 too; none is asked after it.
+			require.True(t, items >= 1 && items <= 6, "payout items asked for %d times", items)
 		}
-		settled++
-		pl := plan(got[pid])
-		require.NotNil(t, pl.Settlement, "%s: %s", pid, brief(got[pid]))
-		require.Equal(t, truth[pid].PayoutID, pl.Settlement.PayoutID)
+		require.Equal(t, items, gone, "every payout's items gone")
+		truth := f.s.ExpectedAt(until.Add(-time.Millisecond))
+		settled := 0
+		for pid, at := range w.created {
+			if at.Before(since) || !at.Before(until) || truth[pid].PayoutID == "" {
+				continue
+			}
+			settled++
+			pl := plan(got[pid])
+			require.NotNil(t, pl.Settlement, "%s: %s", pid, brief(got[pid]))
+			require.Equal(t, truth[pid].PayoutID, pl.Settlement.PayoutID)
+		}
+		require.Greater(t, settled, 100)
 	}
-	require.Greater(t, settled, 100)
 }
 
 // The engine in mode listing over a window ending now, on an empty
@@ -495,4 +508,129 @@ func TestListingRunConverges(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, rep.Checked, inWindow, "the window's payments, and the older rows the run moved inside it")
 	require.Empty(t, rep.Unexplained, "verify --all after the listing")
+}
+
+// TestListObjectsInStretchesWhenGoCardlessAnswersLate: when GoCardless
+// answers slower than the pacing allows, the window's payments are listed
+// as stretches of its time at once (a list read through its cursor makes
+// one request an answer's time), and a page's payments' own reads (a
+// refunded payment's refunds, a failed Success+ payment's failure, a
+// payment created before the window read by id) are made several at
+// once; the listing's changes are those of one list: each payment's the
+// same, in another order of pages, for at most a partly filled page more a
+// stretch, and the payments' own reads are the same. The window's payouts'
+// items are read several at once. A stretch whose list fails fails the
+// listing.
+func TestListObjectsInStretchesWhenGoCardlessAnswersLate(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, listNow)
+	f.s.Generate(gcfake.GenOptions{Payments: 900, Start: listNow.AddDate(0, 0, -90), End: listNow, Seed: 15})
+	var (
+		mu                         sync.Mutex
+		now, most, all             int
+		own, ownNow                int // a payment's own reads
+		ownMost                    int
+		items, itemsNow, itemsMost int // payouts' items
+		fail                       bool
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		failing := fail && r.URL.Path == "/payments" && r.URL.Query().Get("after") != ""
+		mu.Unlock()
+		if failing {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"message":"Invalid cursor","type":"invalid_api_usage","code":400,"errors":[{"reason":"invalid_cursor","message":"Invalid cursor"}],"request_id":"RQ1"}}`))
+			return
+		}
+		if r.URL.Path == "/payments" {
+			mu.Lock()
+			now++
+			all++
+			most = max(most, now)
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				now--
+				mu.Unlock()
+			}()
+		}
+		if r.URL.Path == "/payout_items" {
+			mu.Lock()
+			items++
+			itemsNow++
+			itemsMost = max(itemsMost, itemsNow)
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				itemsNow--
+				mu.Unlock()
+			}()
+		}
+		// A payment's own reads: its refunds, its failures, itself by id.
+		if r.URL.Query().Get("payment") != "" || r.URL.Query().Get("links[payment]") != "" || strings.HasPrefix(r.URL.Path, "/payments/") {
+			mu.Lock()
+			own++
+			ownNow++
+			ownMost = max(ownMost, ownNow)
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				ownNow--
+				mu.Unlock()
+			}()
+		}
+		f.s.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	f.s.SetLatency(25 * time.Millisecond) // above the 20 ms floor, and 1.5 intervals at 400/s
+	lp := reconcile.ListParams{Since: listNow.AddDate(0, 0, -60), Until: listNow.AddDate(0, 0, -20)}
+	type counts struct{ most, all, own, ownMost, items, itemsMost int }
+	read := func(rps float64) (map[string][]reconcile.Change, counts) {
+		p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_stretches", BaseURL: srv.URL, PageSize: 20, RequestsPerSecond: rps,
+			Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+		require.NoError(t, err)
+		mu.Lock()
+		most, all, own, ownMost, items, itemsMost = 0, 0, 0, 0, 0, 0
+		mu.Unlock()
+		out := map[string][]reconcile.Change{}
+		require.NoError(t, p.ListObjects(context.Background(), lp, func(pg reconcile.Page) error {
+			for _, c := range pg.Changes {
+				out[c.ProviderID] = append(out[c.ProviderID], c)
+			}
+			return nil
+		}))
+		mu.Lock()
+		defer mu.Unlock()
+		return out, counts{most, all, own, ownMost, items, itemsMost}
+	}
+	one, oc := read(0)    // unpaced: one list
+	late, lc := read(400) // an interval of 2.5 ms against answers of 25
+	t.Logf("payment lists: %d requests, %d at once, one list; %d requests, %d at once, in stretches (%d payments); a payment's own reads: %d (%d at once), %d (%d at once)",
+		oc.all, oc.most, lc.all, lc.most, len(late), oc.own, oc.ownMost, lc.own, lc.ownMost)
+	require.Greater(t, len(one), 100)
+	require.Equal(t, len(one), len(late))
+	for id, cs := range one {
+		require.Equal(t, cs, late[id], "payment %s", id)
+	}
+	require.Equal(t, 1, oc.most)
+	require.GreaterOrEqual(t, lc.most, 3, "stretches listed at once")
+	require.LessOrEqual(t, lc.all, oc.all+6, "at most a partly filled page more a stretch")
+	require.Greater(t, oc.own, 10, "refunded and failed payments read their refunds and failures")
+	require.Equal(t, oc.own, lc.own, "a payment's own reads, the same")
+	require.Equal(t, 1, oc.ownMost)
+	require.GreaterOrEqual(t, lc.ownMost, 2, "payments' own reads at once")
+	require.Greater(t, oc.items, 3, "the window's payouts' items")
+	require.Equal(t, oc.items, lc.items, "payouts' items, the same requests")
+	require.Equal(t, 1, oc.itemsMost)
+	require.GreaterOrEqual(t, lc.itemsMost, 2, "payouts' items read at once")
+
+	// A stretch whose list fails on a later page fails the listing.
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_stretches", BaseURL: srv.URL, PageSize: 20, RequestsPerSecond: 400,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	require.NoError(t, err)
+	require.ErrorContains(t, p.ListObjects(context.Background(), lp, func(reconcile.Page) error { return nil }), "list gocardless payments")
 }
