@@ -143,7 +143,27 @@ func verifier(t *testing.T, url string) reconcile.CurrentReader {
 
 // TestNinetyDaysGoCardless is the same for GoCardless with an event log
 // kept 30 days (providers.gocardless.event_retention).
+//
+// It runs twice, the second time paced at 400 requests/s against a fake
+// answering 25 ms late, as when GoCardless answers late: the older days'
+// payments are then listed in stretches at once, their own reads and the
+// payouts' items several at once; the rows must be the same.
 func TestNinetyDaysGoCardless(t *testing.T) {
+	var rows [2][]models.Payment
+	for i, late := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one list at a time", true: "lists at once, as when GoCardless answers late"}[late], func(t *testing.T) {
+			rows[i] = ninetyDaysGoCardless(t, late)
+		})
+	}
+	require.Equal(t, len(rows[0]), len(rows[1]))
+	for i := range rows[0] {
+		a, b := rows[0][i], rows[1][i]
+		a.ID, b.ID, a.CreatedAt, b.CreatedAt, a.UpdatedAt, b.UpdatedAt = 0, 0, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		require.Equal(t, a, b, "payment %s", a.ProviderID)
+	}
+}
+
+func ninetyDaysGoCardless(t *testing.T, late bool) []models.Payment {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
@@ -157,9 +177,16 @@ func TestNinetyDaysGoCardless(t *testing.T) {
 	_, _, err := webhooksim.Seed(ctx, db.DB, "gocardless", ds, now, func(int, webhooksim.Delivery) bool { return true })
 	require.NoError(t, err)
 	newP := func() *gocardless.Provider {
-		p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_ninety", BaseURL: url, Retention: 30 * 24 * time.Hour})
+		cfg := gocardless.Config{AccessToken: "sandbox_ninety", BaseURL: url, Retention: 30 * 24 * time.Hour}
+		if late {
+			cfg.RequestsPerSecond = 400
+		}
+		p, err := gocardless.New(cfg)
 		require.NoError(t, err)
 		return p
+	}
+	if late {
+		fake.SetLatency(25 * time.Millisecond)
 	}
 	run := func() reconcile.Result {
 		res, err := reconcile.Run(ctx, reconcile.Options{DB: db.DB, Provider: newP(), Since: since, Until: now, Now: clock, StuckLimit: -1, BatchSize: 250})
@@ -199,4 +226,7 @@ func TestNinetyDaysGoCardless(t *testing.T) {
 
 	again := run()
 	require.Zero(t, again.Run.Repaired, "a second run over the same 90 days repairs nothing")
+	var out []models.Payment
+	require.NoError(t, db.Where("provider = 'gocardless'").Order("provider_id").Find(&out).Error)
+	return out
 }
