@@ -525,13 +525,15 @@ func TestListObjectsInStretchesWhenGoCardlessAnswersLate(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, listNow)
 	f.s.Generate(gcfake.GenOptions{Payments: 900, Start: listNow.AddDate(0, 0, -90), End: listNow, Seed: 15})
+	type counts struct {
+		lists gauge // the payment lists
+		own   gauge // a payment's own reads: its refunds, its failures, itself by id
+		items gauge // the payouts' items
+	}
 	var (
-		mu                         sync.Mutex
-		now, most, all             int
-		own, ownNow                int // a payment's own reads
-		ownMost                    int
-		items, itemsNow, itemsMost int // payouts' items
-		fail                       bool
+		mu   sync.Mutex
+		c    counts
+		fail bool
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
@@ -543,55 +545,26 @@ func TestListObjectsInStretchesWhenGoCardlessAnswersLate(t *testing.T) {
 			_, _ = w.Write([]byte(`{"error":{"message":"Invalid cursor","type":"invalid_api_usage","code":400,"errors":[{"reason":"invalid_cursor","message":"Invalid cursor"}],"request_id":"RQ1"}}`))
 			return
 		}
-		if r.URL.Path == "/payments" {
-			mu.Lock()
-			now++
-			all++
-			most = max(most, now)
-			mu.Unlock()
-			defer func() {
-				mu.Lock()
-				now--
-				mu.Unlock()
-			}()
-		}
-		if r.URL.Path == "/payout_items" {
-			mu.Lock()
-			items++
-			itemsNow++
-			itemsMost = max(itemsMost, itemsNow)
-			mu.Unlock()
-			defer func() {
-				mu.Lock()
-				itemsNow--
-				mu.Unlock()
-			}()
-		}
-		// A payment's own reads: its refunds, its failures, itself by id.
-		if r.URL.Query().Get("payment") != "" || r.URL.Query().Get("links[payment]") != "" || strings.HasPrefix(r.URL.Path, "/payments/") {
-			mu.Lock()
-			own++
-			ownNow++
-			ownMost = max(ownMost, ownNow)
-			mu.Unlock()
-			defer func() {
-				mu.Lock()
-				ownNow--
-				mu.Unlock()
-			}()
+		q := r.URL.Query()
+		switch {
+		case r.URL.Path == "/payments":
+			defer c.lists.enter(&mu)()
+		case r.URL.Path == "/payout_items":
+			defer c.items.enter(&mu)()
+		case q.Get("payment") != "" || q.Get("links[payment]") != "" || strings.HasPrefix(r.URL.Path, "/payments/"):
+			defer c.own.enter(&mu)()
 		}
 		f.s.Handler().ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	f.s.SetLatency(25 * time.Millisecond) // above the 20 ms floor, and 1.5 intervals at 400/s
 	lp := reconcile.ListParams{Since: listNow.AddDate(0, 0, -60), Until: listNow.AddDate(0, 0, -20)}
-	type counts struct{ most, all, own, ownMost, items, itemsMost int }
 	read := func(rps float64) (map[string][]reconcile.Change, counts) {
 		p, err := gocardless.New(gocardless.Config{AccessToken: "sandbox_stretches", BaseURL: srv.URL, PageSize: 20, RequestsPerSecond: rps,
 			Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 		require.NoError(t, err)
 		mu.Lock()
-		most, all, own, ownMost, items, itemsMost = 0, 0, 0, 0, 0, 0
+		c = counts{}
 		mu.Unlock()
 		out := map[string][]reconcile.Change{}
 		require.NoError(t, p.ListObjects(context.Background(), lp, func(pg reconcile.Page) error {
@@ -602,28 +575,28 @@ func TestListObjectsInStretchesWhenGoCardlessAnswersLate(t *testing.T) {
 		}))
 		mu.Lock()
 		defer mu.Unlock()
-		return out, counts{most, all, own, ownMost, items, itemsMost}
+		return out, c
 	}
 	one, oc := read(0)    // unpaced: one list
 	late, lc := read(400) // an interval of 2.5 ms against answers of 25
-	t.Logf("payment lists: %d requests, %d at once, one list; %d requests, %d at once, in stretches (%d payments); a payment's own reads: %d (%d at once), %d (%d at once)",
-		oc.all, oc.most, lc.all, lc.most, len(late), oc.own, oc.ownMost, lc.own, lc.ownMost)
+	t.Logf("payment lists: %d requests, %d at once, one list; %d requests, %d at once, in stretches (%d payments); a payment's own reads: %d (%d at once), %d (%d at once); payouts' items: %d (%d at once), %d (%d at once)",
+		oc.lists.all, oc.lists.most, lc.lists.all, lc.lists.most, len(late), oc.own.all, oc.own.most, lc.own.all, lc.own.most, oc.items.all, oc.items.most, lc.items.all, lc.items.most)
 	require.Greater(t, len(one), 100)
 	require.Equal(t, len(one), len(late))
 	for id, cs := range one {
 		require.Equal(t, cs, late[id], "payment %s", id)
 	}
-	require.Equal(t, 1, oc.most)
-	require.GreaterOrEqual(t, lc.most, 3, "stretches listed at once")
-	require.LessOrEqual(t, lc.all, oc.all+6, "at most a partly filled page more a stretch")
-	require.Greater(t, oc.own, 10, "refunded and failed payments read their refunds and failures")
-	require.Equal(t, oc.own, lc.own, "a payment's own reads, the same")
-	require.Equal(t, 1, oc.ownMost)
-	require.GreaterOrEqual(t, lc.ownMost, 2, "payments' own reads at once")
-	require.Greater(t, oc.items, 3, "the window's payouts' items")
-	require.Equal(t, oc.items, lc.items, "payouts' items, the same requests")
-	require.Equal(t, 1, oc.itemsMost)
-	require.GreaterOrEqual(t, lc.itemsMost, 2, "payouts' items read at once")
+	require.Equal(t, 1, oc.lists.most)
+	require.GreaterOrEqual(t, lc.lists.most, 3, "stretches listed at once")
+	require.LessOrEqual(t, lc.lists.all, oc.lists.all+6, "at most a partly filled page more a stretch")
+	require.Greater(t, oc.own.all, 10, "refunded and failed payments read their refunds and failures")
+	require.Equal(t, oc.own.all, lc.own.all, "a payment's own reads, the same")
+	require.Equal(t, 1, oc.own.most)
+	require.GreaterOrEqual(t, lc.own.most, 2, "payments' own reads at once")
+	require.Greater(t, oc.items.all, 3, "the window's payouts' items")
+	require.Equal(t, oc.items.all, lc.items.all, "payouts' items, the same requests")
+	require.Equal(t, 1, oc.items.most)
+	require.GreaterOrEqual(t, lc.items.most, 2, "payouts' items read at once")
 
 	// A stretch whose list fails on a later page fails the listing.
 	mu.Lock()
@@ -633,4 +606,20 @@ func TestListObjectsInStretchesWhenGoCardlessAnswersLate(t *testing.T) {
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	require.NoError(t, err)
 	require.ErrorContains(t, p.ListObjects(context.Background(), lp, func(reconcile.Page) error { return nil }), "list gocardless payments")
+}
+
+// gauge counts requests, and the most answered at once.
+type gauge struct{ all, now, most int }
+
+// enter counts a request under mu; the func it returns ends it.
+func (g *gauge) enter(mu *sync.Mutex) func() {
+	mu.Lock()
+	g.all, g.now = g.all+1, g.now+1
+	g.most = max(g.most, g.now)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		g.now--
+		mu.Unlock()
+	}
 }
