@@ -731,12 +731,28 @@ func TestVerifyListsStretchesOfALargeWindowAtOnce(t *testing.T) {
 	}
 	require.Equal(t, rep1.Unexplained, rep4.Unexplained)
 
+	// A lister whose provider answers late asks for more stretches (as
+	// many as its latency needs, one for every two fifths of StreamRows
+	// rows at most): six here, the same report.
+	late := &lateStreamingLister{streamingLister{Verifier: w.p.Verifier(), want: 6, all: make(chan struct{})}}
+	rep6 := w.run(t, verify.Options{All: true, Since: since, Reader: late, PageSize: 5, StreamRows: 10})
+	require.Equal(t, 6, late.most, "six stretches listed at once")
+	require.Len(t, late.windows, 6)
+	require.Equal(t, rep1.Unexplained, rep6.Unexplained)
+	require.Equal(t, 49, rep6.Checked)
+
 	// A stretch whose list fails fails the verification, and it returns.
 	bad := &streamingLister{Verifier: w.p.Verifier(), want: 4, all: make(chan struct{}), fail: many.windows[2].Since.Format(time.RFC3339)}
 	_, err := verify.Run(context.Background(), verify.Options{DB: w.db.DB, Provider: stripe.Name, Reader: bad, All: true, Since: since,
 		Now: func() time.Time { return w.now }, PageSize: 5, StreamRows: 10})
 	require.ErrorContains(t, err, "planted failure of one stretch")
 }
+
+// lateStreamingLister is a streamingLister whose provider answers late: it
+// asks for six stretches.
+type lateStreamingLister struct{ streamingLister }
+
+func (*lateStreamingLister) ListStretches(context.Context, string) int { return 6 }
 
 // warmingReader records the payouts verify asks to be read ahead.
 type warmingReader struct {

@@ -517,6 +517,18 @@ func (f *fetcher) completeRefunds(ctx context.Context, pi *stripego.PaymentInten
 	return nil
 }
 
+// ListStretches tells verify how many stretches of the account's window to
+// list at once: when Stripe answers slower than the pacing allows
+// (latencyBound, known once the account's payout schedule, which
+// ListCurrent reads first, was read), as many as the object listing lists
+// (intentStretches, or aheadDepth); else 0, as the rows ask.
+func (v *Verifier) ListStretches(ctx context.Context, account string) int {
+	if _, err := v.p.payoutSchedule(ctx, account); err != nil || !v.p.latencyBound() {
+		return 0 // a failure comes again, from ListCurrent's own request
+	}
+	return max(intentStretches, v.p.aheadDepth())
+}
+
 // ListCurrent implements reconcile.CurrentLister: the PaymentIntents
 // created in the window, 100 a page with their latest charge expanded (and
 // its balance transaction on a manual-payout account), each mapped as
