@@ -731,3 +731,31 @@ func TestListObjectsReadsPayoutsBesideTheIntentsWhenStripeAnswersLate(t *testing
 	time.Sleep(50 * time.Millisecond)
 	require.Equal(t, n, lateP.Requests(), "a request sent after ListObjects returned")
 }
+
+// TestVerifierListStretchesFollowsTheLatency: the Verifier asks verify for
+// twice as many stretches as the pacing intervals Stripe's answer takes
+// (four at least, sixteen at most), and for none when Stripe answers
+// within one and a half intervals (verify then sizes its listing by the
+// rows alone).
+func TestVerifierListStretchesFollowsTheLatency(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		latency time.Duration
+		want    int
+	}{
+		{0, 0},                      // loopback: not late
+		{120 * time.Millisecond, 6}, // 2 × ⌈120/50⌉
+		{400 * time.Millisecond, 16},
+		{time.Second, 16},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(c.latency)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"id":"acct_1","object":"account","settings":{"payouts":{"schedule":{"interval":"daily","delay_days":2}}}}`))
+		}))
+		p, err := stripe.New(stripe.Config{APIKey: "sk_test_x", BaseURL: srv.URL, RequestsPerSecond: 20})
+		require.NoError(t, err)
+		require.Equal(t, c.want, p.Verifier().ListStretches(context.Background(), ""), "answers %v late at 20 requests/s", c.latency)
+		srv.Close()
+	}
+}
