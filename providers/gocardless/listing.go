@@ -349,74 +349,17 @@ func (l *lister) windowPayout(ctx context.Context, id string) (bool, error) {
 // Payout items exist for payouts of the last six months only (410 Gone):
 // the list is newest first, so after the first payout answered 410, the
 // older ones' items are not asked for.
+//
+// The payouts are listed by one part of a fan-in and their items read by
+// listReaders others (one unless GoCardless answers late), each taking the
+// next payout listed (newest first); the payments they name are filtered
+// and re-read (older) on this goroutine, as their pages arrive. Once a
+// payout's items answered 410 Gone (documented to mean a payout older than
+// six months), the payouts listed after it, no newer, are not asked for;
+// readers that asked before the 410 answered get 410 too and are skipped
+// the same way. Any other refusal fails the listing rather than drop
+// payouts.
 func (l *lister) listPayouts(ctx context.Context, fn func(reconcile.Page) error) error {
-	if l.p.latencyBound() {
-		return l.listPayoutsAtOnce(ctx, fn)
-	}
-	gone := false
-	return l.p.list(ctx, "/payouts", "payouts", windowQuery(l.since, l.until, l.p.page), func(items []json.RawMessage) error {
-		for _, raw := range items {
-			po, err := decodePayout(raw)
-			if err != nil {
-				return err
-			}
-			if gone || po.CreatedAt.Before(l.since) || !po.CreatedAt.Before(l.until) {
-				continue
-			}
-			q := url.Values{}
-			q.Set("payout", po.ID)
-			q.Set("limit", strconv.Itoa(l.p.page))
-			var fnErr error // an error of fn or of a re-read, which ends the listing
-			err = l.p.list(ctx, "/payout_items", "payout_items", q, func(items []json.RawMessage) error {
-				all, err := paidOutIDs(po.ID, items)
-				if err != nil {
-					return err
-				}
-				var ids []string
-				for _, id := range all {
-					if !l.mapped.has(id) {
-						ids = append(ids, id)
-					}
-				}
-				page, err := l.older(ctx, ids, "payout "+po.ID)
-				if err == nil {
-					err = emit(page, fn)
-				}
-				fnErr = err
-				return err
-			})
-			var ae *APIError
-			switch {
-			case fnErr != nil:
-				return fnErr // fn's, or a re-read's: not the items'
-			case errors.As(err, &ae) && ae.Status == http.StatusGone:
-				// Documented to mean a payout older than six months; any
-				// other refusal fails the listing rather than drop payouts.
-				gone = true
-				l.p.log.Warn("gocardless serves no items for this payout (items exist for payouts of the last six months): the payments created before the window that it and older payouts paid out are not listed",
-					"payout_id", po.ID, "error", err)
-			case err != nil:
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// paidOut is the payments a page of a payout's items paid out.
-type paidOut struct {
-	payout string
-	ids    []string
-}
-
-// listPayoutsAtOnce is listPayouts when GoCardless answers late: the
-// window's payouts are listed by one part of a fan-in and their items read
-// by listReaders others, each taking the next payout listed (newest
-// first); the payments they name are filtered and re-read (older) here,
-// as their pages arrive. Once a payout's items answered 410 Gone, the
-// payouts older than it are not asked for, as in listPayouts (those
-// already asked answer 410 too, and are skipped the same way).
-func (l *lister) listPayoutsAtOnce(ctx context.Context, fn func(reconcile.Page) error) error {
 	listed := make(chan *listedPayout)
 	var (
 		mu     sync.Mutex
@@ -445,7 +388,7 @@ func (l *lister) listPayoutsAtOnce(ctx context.Context, fn func(reconcile.Page) 
 	reader := func(ctx context.Context, send func(paidOut) error) error {
 		for po := range listed {
 			mu.Lock()
-			skip := !goneAt.IsZero() && po.CreatedAt.Before(goneAt)
+			skip := !goneAt.IsZero() && !po.CreatedAt.After(goneAt)
 			mu.Unlock()
 			if skip {
 				continue
@@ -498,6 +441,12 @@ func (l *lister) listPayoutsAtOnce(ctx context.Context, fn func(reconcile.Page) 
 		}
 		return emit(page, fn)
 	})
+}
+
+// paidOut is the payments a page of a payout's items paid out.
+type paidOut struct {
+	payout string
+	ids    []string
 }
 
 // paidOutIDs returns the payments a page of payout po's items paid out

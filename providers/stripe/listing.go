@@ -105,7 +105,7 @@ func (p *Provider) ListObjects(ctx context.Context, lp reconcile.ListParams, fn 
 		// payments' at once: a payment's changes resolve along the state
 		// machine, never by the order they come in (docs/model.md), so
 		// none need wait for the intents.
-		parts := append(p.intentParts(f, w), p.payoutParts(f, w)...)
+		parts := append(p.intentParts(f, w), p.payoutParts(f, w, p.aheadDepth())...)
 		parts = append(parts, p.olderPart(f, w))
 		return fanin.Run(ctx, parts, runPart, handPage(fn))
 	}
@@ -261,46 +261,23 @@ func (p *Provider) intentPages(ctx context.Context, account string, w, part span
 // Each payout's balance transactions are one list read through its cursor,
 // one request an answer's time. When Stripe answers slower than the pacing
 // allows (latencyBound), aheadDepth payouts are read at once, each by a
-// goroutine of its own taking the next payout listed, their changes handed
-// on in pages of at most maxChangesPerPage as they come (a payout's changes
+// reader of its own taking the next payout listed, their changes handed on
+// in pages of at most maxChangesPerPage as they come (a payout's changes
 // may then share a page with another's): the same changes, in another
 // order of pages, as the listing of intents in stretches. Otherwise one
-// payout is read after another, as listed.
+// reader reads one payout after another, as listed.
 func (p *Provider) listArrivedPayouts(ctx context.Context, f *fetcher, w span, fn func(reconcile.Page) error) error {
-	if !p.latencyBound() {
-		var out []reconcile.Change
-		// flush hands on pages of at most maxChangesPerPage changes for as
-		// long as at least `least` of them wait.
-		flush := func(least int) error {
-			for len(out) >= max(least, 1) {
-				k := min(len(out), maxChangesPerPage)
-				page := out[:k:k]
-				out = out[k:]
-				if err := fn(reconcile.Page{Changes: page}); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		err := p.arrivedPayouts(ctx, f, w, func(po *stripego.Payout) error {
-			return p.arrivedPayout(ctx, f.account, po, func(c reconcile.Change) error {
-				out = append(out, c)
-				return flush(maxChangesPerPage)
-			})
-		})
-		if err != nil {
-			return err
-		}
-		return flush(1)
+	readers := 1
+	if p.latencyBound() {
+		readers = p.aheadDepth()
 	}
-	return fanin.Run(ctx, p.payoutParts(f, w), runPart, handPage(fn))
+	return fanin.Run(ctx, p.payoutParts(f, w, readers), runPart, handPage(fn))
 }
 
 // payoutParts are the lists listArrivedPayouts reads at once: the window's
-// payouts, and aheadDepth readers, each reading the balance transactions of
-// the next payout listed, its changes sent in pages of at most
-// maxChangesPerPage.
-func (p *Provider) payoutParts(f *fetcher, w span) []listPart {
+// payouts, and readers, each reading the balance transactions of the next
+// payout listed, its changes sent in pages of at most maxChangesPerPage.
+func (p *Provider) payoutParts(f *fetcher, w span, readers int) []listPart {
 	listed := make(chan *stripego.Payout)
 	parts := []listPart{func(ctx context.Context, _ func([]reconcile.Change) error) error {
 		defer close(listed)
@@ -313,7 +290,7 @@ func (p *Provider) payoutParts(f *fetcher, w span) []listPart {
 			}
 		})
 	}}
-	for range p.aheadDepth() {
+	for range readers {
 		parts = append(parts, func(ctx context.Context, send func([]reconcile.Change) error) error {
 			var out []reconcile.Change
 			for po := range listed {
